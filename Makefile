@@ -1,0 +1,35 @@
+# Every target creates .venv when it is missing, so each works on a fresh clone.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test lint bench schema clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/verifier demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check verifier audit migrations tests
+	$(BIN)/ruff format --check verifier audit migrations tests
+	$(BIN)/mypy
+
+bench: $(STAMP)
+	$(BIN)/python -m tests.benchmarks.run
+
+schema: $(STAMP)
+	$(BIN)/python -m verifier.contract > verifier/report.schema.json
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache demo-out

@@ -1,0 +1,171 @@
+"""The verifier's configuration: one typed object, built once and passed in.
+
+Sources, later ones winning: the defaults below, ``config/verifier.toml`` of
+this project (or the file given with ``--config`` / ``VERIFIER_CONFIG``), and
+the environment (``VERIFIER_DATABASE_URL``). Nothing here is a module global
+that callers reassign.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from verifier.errors import ConfigError
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG_FILE = PROJECT_ROOT / "config" / "verifier.toml"
+DEFAULT_TEST_TIMEOUT_S = 600.0
+
+
+def default_database_url() -> str:
+    """The embedded default: a SQLite file in the user's data directory."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return f"sqlite:///{Path(base) / 'verifier' / 'verifier.sqlite3'}"
+
+
+@dataclass(frozen=True)
+class RepositoryConfig:
+    """What we know about one repository, by the name reports use for it."""
+
+    name: str
+    path: Path | None = None
+    test_command: tuple[str, ...] = ()
+    test_timeout_s: float | None = None
+    protected_paths: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Config:
+    database_url: str = field(default_factory=default_database_url)
+    test_timeout_s: float = DEFAULT_TEST_TIMEOUT_S
+    network_isolation: str = "auto"  # auto | required | off
+    output_excerpt_bytes: int = 8192
+    profiles_dir: Path = PROJECT_ROOT / "config" / "profiles"
+    repositories: Mapping[str, RepositoryConfig] = field(default_factory=dict)
+    source: Path | None = None
+
+    @classmethod
+    def load(cls, path: Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
+        """Build the configuration from a TOML file and the environment."""
+        env = os.environ if environ is None else environ
+        if path is None and env.get("VERIFIER_CONFIG"):
+            path = Path(env["VERIFIER_CONFIG"])
+        if path is None and DEFAULT_CONFIG_FILE.is_file():
+            path = DEFAULT_CONFIG_FILE
+        config = cls() if path is None else cls.from_toml(path)
+        if env.get("VERIFIER_DATABASE_URL"):
+            config = replace(config, database_url=env["VERIFIER_DATABASE_URL"])
+        return config
+
+    @classmethod
+    def from_toml(cls, path: Path) -> Config:
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"config file {str(path)!r} does not exist") from None
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"config file {str(path)!r} cannot be read: {exc}") from None
+        return cls.from_mapping(data, base_dir=path.resolve().parent, source=path)
+
+    @classmethod
+    def from_mapping(
+        cls, data: Mapping[str, Any], base_dir: Path, source: Path | None = None
+    ) -> Config:
+        """Validate the TOML document; relative paths are relative to its folder."""
+        main = _table(data, "verifier")
+        unknown = set(main) - {
+            "database_url",
+            "test_timeout",
+            "network_isolation",
+            "output_excerpt_bytes",
+            "profiles_dir",
+        }
+        if unknown:
+            raise ConfigError(f"verifier: unknown keys {sorted(unknown)}")
+        kwargs: dict[str, Any] = {"source": source}
+        if main.get("database_url"):
+            kwargs["database_url"] = _str(main, "database_url", "verifier")
+        if "test_timeout" in main:
+            kwargs["test_timeout_s"] = _timeout(main["test_timeout"], "verifier.test_timeout")
+        if "network_isolation" in main:
+            mode = _str(main, "network_isolation", "verifier")
+            if mode not in {"auto", "required", "off"}:
+                raise ConfigError(
+                    f"verifier.network_isolation: expected auto, required or off, got {mode!r}"
+                )
+            kwargs["network_isolation"] = mode
+        if "output_excerpt_bytes" in main:
+            kwargs["output_excerpt_bytes"] = int(main["output_excerpt_bytes"])
+        if "profiles_dir" in main:
+            kwargs["profiles_dir"] = base_dir / _str(main, "profiles_dir", "verifier")
+        repos = {}
+        for name, table in _table(data, "repositories").items():
+            if not isinstance(table, Mapping):
+                raise ConfigError(f"repositories.{name}: expected a table")
+            repos[name] = _repository(name, table, base_dir)
+        kwargs["repositories"] = repos
+        return cls(**kwargs)
+
+    def repository(self, name: str) -> RepositoryConfig:
+        """The configuration of repository `name`, empty when it is not registered."""
+        return self.repositories.get(name) or RepositoryConfig(name=name)
+
+
+def parse_command(value: Any, where: str) -> tuple[str, ...]:
+    """A command is an argument list, or a string split like a shell would, never run by one."""
+    if isinstance(value, str):
+        try:
+            return tuple(shlex.split(value))
+        except ValueError as exc:
+            raise ConfigError(f"{where}: cannot split {value!r}: {exc}") from None
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise ConfigError(f"{where}: expected a string or a list of strings, got {value!r}")
+
+
+def _repository(name: str, table: Mapping[str, Any], base_dir: Path) -> RepositoryConfig:
+    where = f"repositories.{name}"
+    unknown = set(table) - {"path", "test_command", "test_timeout", "protected_paths"}
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {sorted(unknown)}")
+    path = base_dir / _str(table, "path", where) if "path" in table else None
+    command = (
+        parse_command(table["test_command"], f"{where}.test_command")
+        if ("test_command" in table)
+        else ()
+    )
+    timeout = (
+        _timeout(table["test_timeout"], f"{where}.test_timeout")
+        if ("test_timeout" in table)
+        else None
+    )
+    protected = table.get("protected_paths", [])
+    if not isinstance(protected, list) or not all(isinstance(p, str) for p in protected):
+        raise ConfigError(f"{where}.protected_paths: expected a list of glob strings")
+    return RepositoryConfig(name, path, command, timeout, tuple(protected))
+
+
+def _table(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = data.get(key, {})
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{key}: expected a table")
+    return value
+
+
+def _str(table: Mapping[str, Any], key: str, where: str) -> str:
+    value = table[key]
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}.{key}: expected a string, got {value!r}")
+    return value
+
+
+def _timeout(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ConfigError(f"{where}: expected a positive number of seconds, got {value!r}")
+    return float(value)

@@ -1,0 +1,57 @@
+"""The one error hierarchy of the verifier.
+
+A broken promise in a report is never an exception: it is a finding
+(`verifier.findings`). Exceptions are for what stops us from judging at all:
+a report we cannot read as the contract (`InvalidReport`, exit 2), a usage or
+configuration mistake (`ConfigError`, exit 2), a conflict in the store
+(`SessionConflict`, exit 2), and infrastructure we could not use
+(`InfrastructureError`, which makes a verdict inconclusive, exit 3).
+"""
+
+from __future__ import annotations
+
+
+class VerifierError(Exception):
+    """Root of every error the verifier raises on purpose."""
+
+    exit_code = 2
+
+
+class InvalidReport(VerifierError):
+    """The bytes cannot be read as a session report v1.
+
+    `field` is a dotted path into the report (``repo.base_commit``,
+    ``trajectory.contents.3.parts.0``) or ``"$"`` for the whole document.
+    """
+
+    def __init__(self, field: str, problem: str) -> None:
+        self.field = field
+        self.problem = problem
+        super().__init__(f"invalid report: {field}: {problem}")
+
+
+class ConfigError(VerifierError):
+    """The verifier's own configuration or command line is wrong."""
+
+
+class SessionConflict(VerifierError):
+    """A session id arrived again with different bytes; the first report stands."""
+
+    def __init__(self, session_id: str, stored_sha256: str, new_sha256: str) -> None:
+        self.session_id = session_id
+        self.stored_sha256 = stored_sha256
+        self.new_sha256 = new_sha256
+        super().__init__(
+            f"session {session_id!r} is already stored with different bytes "
+            f"(stored sha256 {stored_sha256}, got {new_sha256}); the stored report is kept"
+        )
+
+
+class NotFound(VerifierError):
+    """A session or run the caller named does not exist."""
+
+
+class InfrastructureError(VerifierError):
+    """Something we depend on could not be used; the verdict is inconclusive."""
+
+    exit_code = 3
