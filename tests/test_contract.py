@@ -1,0 +1,177 @@
+"""The contract: what reads as a report v1, and the clear errors for what does not."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+from gitrepo import GitRepo
+from sessions import fixed_session, to_bytes
+
+from verifier.contract import canonical_status, parse_report, schema_text
+from verifier.errors import InvalidReport
+
+
+@pytest.fixture
+def report(repo: GitRepo) -> dict[str, Any]:
+    return fixed_session(repo).report()
+
+
+def _invalid(data: Any) -> InvalidReport:
+    raw = data if isinstance(data, bytes) else to_bytes(data)
+    with pytest.raises(InvalidReport) as info:
+        parse_report(raw)
+    return info.value
+
+
+def test_a_harness_report_parses_and_keeps_its_bytes(report: dict[str, Any]) -> None:
+    raw = to_bytes(report)
+    parsed = parse_report(raw)
+    assert parsed.raw == raw
+    assert parsed.session_id == "s-1"
+    assert parsed.done
+    assert [c.call_id for c in parsed.trajectory.calls] == ["c1", "c2"]
+    assert parsed.trajectory.calls[1].response_object == {"ok": True}
+
+
+def test_not_json_names_the_position() -> None:
+    error = _invalid(b'{"schema_version": "1",')
+    assert error.field == "$"
+    assert "not JSON" in error.problem and "line 1" in error.problem
+
+
+def test_not_utf8_is_refused() -> None:
+    assert "UTF-8" in _invalid(b'{"a": "\xff"}').problem
+
+
+def test_a_json_array_is_not_a_report() -> None:
+    assert "object" in _invalid(b"[]").problem
+
+
+def test_missing_field_is_named(report: dict[str, Any]) -> None:
+    del report["repo"]["base_commit"]
+    error = _invalid(report)
+    assert error.field == "repo.base_commit"
+    assert "missing" in error.problem
+
+
+def test_wrong_type_is_named_with_what_was_found(report: dict[str, Any]) -> None:
+    report["changes"] = {"path": "calc.py"}
+    error = _invalid(report)
+    assert error.field == "changes"
+    assert "list" in error.problem
+
+
+def test_unknown_schema_version_is_refused(report: dict[str, Any]) -> None:
+    report["schema_version"] = "2"
+    error = _invalid(report)
+    assert error.field == "schema_version"
+    assert "'2'" in error.problem
+
+
+def test_missing_schema_version_is_refused(report: dict[str, Any]) -> None:
+    del report["schema_version"]
+    assert _invalid(report).field == "schema_version"
+
+
+def test_bad_session_id_is_refused(report: dict[str, Any]) -> None:
+    report["session_id"] = "has space"
+    assert _invalid(report).field == "session_id"
+
+
+def test_uppercase_claim_hash_is_a_wrong_type(report: dict[str, Any]) -> None:
+    report["changes"][0]["sha256_after"] = report["changes"][0]["sha256_after"].upper()
+    assert _invalid(report).field == "changes.0.sha256_after"
+
+
+def test_unknown_keys_are_kept_not_refused(report: dict[str, Any]) -> None:
+    report["vendor_field"] = {"x": 1}
+    report["repo"]["mirror"] = "elsewhere"
+    parsed = parse_report(to_bytes(report))
+    assert parsed.doc.model_extra == {"vendor_field": {"x": 1}}
+    assert b"vendor_field" in parsed.raw
+
+
+def test_a_50_mb_report_is_read(report: dict[str, Any]) -> None:
+    report["final_text"] = "x" * (50 * 1024 * 1024)
+    raw = to_bytes(report)
+    assert len(raw) > 50 * 1024 * 1024
+    parsed = parse_report(raw)
+    assert parsed.doc.final_text is not None and len(parsed.doc.final_text) == 50 * 1024 * 1024
+
+
+def test_a_report_over_the_limit_is_refused_before_parsing() -> None:
+    from verifier import contract
+
+    raw = b" " * (contract.MAX_REPORT_BYTES + 1)
+    assert "over the limit" in _invalid(raw).problem
+
+
+@pytest.mark.parametrize(
+    ("raw", "canonical"),
+    [
+        ("done", "done"),
+        ("terminé", "done"),
+        ("tours épuisés", "turns_exhausted"),
+        ("budget épuisé", "budget_exhausted"),
+        ("boucle détectée", "loop_detected"),
+        ("délai dépassé", "timeout"),
+        ("cancelled", "cancelled"),
+        ("finished-ish", "finished-ish"),
+    ],
+)
+def test_status_aliases(raw: str, canonical: str) -> None:
+    assert canonical_status(raw) == canonical
+
+
+@pytest.mark.parametrize(
+    ("status", "done"),
+    [("done", True), ("terminé", True), ("Done", False), ("error", False), ("ok", False)],
+)
+def test_only_done_and_termine_count_as_done(
+    report: dict[str, Any], status: str, done: bool
+) -> None:
+    report["status"] = status
+    assert parse_report(to_bytes(report)).done is done
+
+
+def test_timestamps_must_carry_a_zone(report: dict[str, Any]) -> None:
+    report["started_at"] = "2026-11-29T10:00:00"
+    assert _invalid(report).field == "started_at"
+
+
+def test_committed_schema_matches_the_models() -> None:
+    from pathlib import Path
+
+    import verifier
+
+    committed = Path(verifier.__file__).with_name("report.schema.json").read_text("utf-8")
+    assert committed == schema_text(), "run `make schema` and commit verifier/report.schema.json"
+
+
+def test_schema_requires_the_contract_fields() -> None:
+    schema = json.loads(schema_text())
+    assert set(schema["required"]) >= {
+        "schema_version",
+        "session_id",
+        "agent",
+        "repo",
+        "started_at",
+        "ended_at",
+        "status",
+        "changes",
+        "trajectory",
+        "audit",
+    }
+
+
+def test_report_object_is_frozen(report: dict[str, Any]) -> None:
+    parsed = parse_report(to_bytes(report))
+    with pytest.raises(ValueError):
+        parsed.doc.status = "error"  # type: ignore[misc]
+    # the parsed form does not share state with the input dict
+    again = copy.deepcopy(report)
+    again["status"] = "error"
+    assert parsed.doc.status == "done"

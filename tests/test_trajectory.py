@@ -1,0 +1,236 @@
+"""The trajectory, loaded with google-genai's own types."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from google.genai import types
+
+from verifier.errors import InvalidReport
+from verifier.trajectory import load_trajectory
+
+SIG = b"\x01\x02sig\xfe\xff\x00"
+
+
+def _call_turn(**part_extra: Any) -> dict[str, Any]:
+    return {
+        "role": "model",
+        "parts": [{"function_call": {"name": "read_file", "args": {"path": "a"}}, **part_extra}],
+    }
+
+
+@pytest.mark.parametrize(
+    "encoded",
+    ["AQJzaWf+/wA=", "AQJzaWf+/wA", "AQJzaWf-_wA=", "AQJzaWf-_wA"],
+    ids=["standard-padded", "standard-unpadded", "urlsafe-padded", "urlsafe-unpadded"],
+)
+def test_thought_signature_in_every_base64_variant_is_the_same_bytes(encoded: str) -> None:
+    trajectory = load_trajectory([_call_turn(thought_signature=encoded)])
+    assert trajectory.contents[0].parts is not None
+    assert trajectory.contents[0].parts[0].thought_signature == SIG
+
+
+def test_thought_signature_that_is_not_base64_names_its_field() -> None:
+    with pytest.raises(InvalidReport) as info:
+        load_trajectory([_call_turn(thought_signature="not base64 at all!")])
+    assert info.value.field == "trajectory.contents.0.parts.0.thought_signature"
+
+
+def test_camel_case_rest_form_loads_like_snake_case() -> None:
+    snake = load_trajectory(
+        [
+            _call_turn(thought_signature="AQJzaWf-_wA"),
+            {
+                "role": "user",
+                "parts": [
+                    {"function_response": {"name": "read_file", "response": {"output": "x"}}}
+                ],
+            },
+        ]
+    )
+    camel = load_trajectory(
+        [
+            {
+                "role": "model",
+                "parts": [
+                    {
+                        "functionCall": {"name": "read_file", "args": {"path": "a"}},
+                        "thoughtSignature": "AQJzaWf+/wA=",
+                    }
+                ],
+            },
+            {
+                "role": "user",
+                "parts": [{"functionResponse": {"name": "read_file", "response": {"output": "x"}}}],
+            },
+        ]
+    )
+    assert snake.contents == camel.contents
+    assert snake.calls[0].response_object == camel.calls[0].response_object == {"output": "x"}
+
+
+def test_sdk_model_dump_round_trips() -> None:
+    content = types.Content(
+        role="model",
+        parts=[
+            types.Part(
+                function_call=types.FunctionCall(name="search", args={"pattern": "x"}),
+                thought_signature=SIG,
+            )
+        ],
+    )
+    dumped = content.model_dump(mode="json", exclude_none=True)
+    assert load_trajectory([dumped]).contents[0] == content
+
+
+def test_unknown_keys_are_stripped_and_recorded_not_fatal() -> None:
+    trajectory = load_trajectory(
+        [
+            {
+                "role": "model",
+                "futureField": 1,
+                "parts": [
+                    {
+                        "function_call": {
+                            "name": "read_file",
+                            "args": {"path": "a"},
+                            "newCallField": True,
+                        },
+                        "partExtra": "x",
+                    }
+                ],
+            }
+        ]
+    )
+    assert trajectory.calls[0].name == "read_file"
+    assert set(trajectory.ignored_keys) == {
+        "trajectory.contents.0.futureField",
+        "trajectory.contents.0.parts.0.partExtra",
+        "trajectory.contents.0.parts.0.function_call.newCallField",
+    }
+
+
+def test_args_keep_unknown_looking_keys() -> None:
+    """args is free-form: nothing inside it is ever stripped."""
+    trajectory = load_trajectory([_call_turn()])
+    loaded = load_trajectory(
+        [
+            {
+                "role": "model",
+                "parts": [
+                    {"function_call": {"name": "x", "args": {"weirdKey": {"nested_unknown": 1.5}}}}
+                ],
+            }
+        ]
+    )
+    assert trajectory.ignored_keys == ()
+    assert loaded.calls[0].args == {"weirdKey": {"nested_unknown": 1.5}}
+
+
+def test_positional_ids_and_parallel_calls_pair_by_name_and_rank() -> None:
+    trajectory = load_trajectory(
+        [
+            {"role": "user", "parts": [{"text": "go"}]},
+            {
+                "role": "model",
+                "parts": [
+                    {"text": "reading two files"},
+                    {"function_call": {"name": "read_file", "args": {"path": "a"}}},
+                    {"function_call": {"name": "list_files", "args": {"path": "."}}},
+                    {"function_call": {"name": "read_file", "args": {"path": "b"}}},
+                ],
+            },
+            {
+                "role": "tool",
+                "parts": [
+                    {"function_response": {"name": "list_files", "response": {"files": []}}},
+                    {"function_response": {"name": "read_file", "response": {"output": "A"}}},
+                    {"function_response": {"name": "read_file", "response": {"output": "B"}}},
+                ],
+            },
+        ]
+    )
+    assert [(c.call_id, c.name) for c in trajectory.calls] == [
+        ("t1.p1", "read_file"),
+        ("t1.p2", "list_files"),
+        ("t1.p3", "read_file"),
+    ]
+    assert [c.response_object for c in trajectory.calls] == [
+        {"output": "A"},
+        {"files": []},
+        {"output": "B"},
+    ]
+    assert trajectory.orphan_responses == ()
+
+
+def test_ids_pair_calls_with_responses_in_any_order() -> None:
+    trajectory = load_trajectory(
+        [
+            {
+                "role": "model",
+                "parts": [
+                    {"function_call": {"id": "x", "name": "read_file", "args": {"path": "a"}}},
+                    {"function_call": {"id": "y", "name": "read_file", "args": {"path": "b"}}},
+                ],
+            },
+            {
+                "role": "user",
+                "parts": [
+                    {
+                        "function_response": {
+                            "id": "y",
+                            "name": "read_file",
+                            "response": {"output": "B"},
+                        }
+                    },
+                    {
+                        "function_response": {
+                            "id": "x",
+                            "name": "read_file",
+                            "response": {"output": "A"},
+                        }
+                    },
+                ],
+            },
+        ]
+    )
+    assert {c.call_id: c.response_object for c in trajectory.calls} == {
+        "x": {"output": "A"},
+        "y": {"output": "B"},
+    }
+
+
+def test_calls_without_responses_are_kept_with_none() -> None:
+    trajectory = load_trajectory([_call_turn(), _call_turn()])
+    assert [c.call_id for c in trajectory.calls] == ["t0.p0", "t1.p0"]
+    assert all(c.response is None for c in trajectory.calls)
+
+
+def test_a_response_that_answers_no_call_is_an_orphan() -> None:
+    trajectory = load_trajectory(
+        [
+            _call_turn(),
+            {
+                "role": "user",
+                "parts": [
+                    {"function_response": {"name": "read_file", "response": {}}},
+                    {"function_response": {"name": "write_file", "response": {}}},
+                ],
+            },
+        ]
+    )
+    assert len(trajectory.orphan_responses) == 1
+    assert trajectory.orphan_responses[0].name == "write_file"
+
+
+def test_a_content_of_the_wrong_shape_names_the_field() -> None:
+    with pytest.raises(InvalidReport) as info:
+        load_trajectory([{"role": "model", "parts": "not a list"}])
+    assert info.value.field.startswith("trajectory.contents.0.parts")
+
+
+def test_a_content_that_is_not_an_object_names_the_index() -> None:
+    with pytest.raises(InvalidReport) as info:
+        load_trajectory([{"role": "user", "parts": []}, "oops"])
+    assert info.value.field == "trajectory.contents.1"

@@ -1,0 +1,244 @@
+"""Session report v1: the input contract (`shared/contract/session-report-v1.md`).
+
+`parse_report(raw)` turns bytes into a `Report`, or raises `InvalidReport`
+naming the field and the problem. The raw bytes stay beside the parsed form.
+Only what makes the document unreadable as the contract is an error here; a
+broken promise inside a readable report (a path outside the root, a hole in the
+audit trail) is a finding of one of the checks.
+
+Run ``python -m verifier.contract`` to print the JSON Schema generated from
+these models (committed as ``verifier/report.schema.json``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+)
+
+from verifier.errors import InvalidReport
+from verifier.trajectory import Trajectory, load_trajectory
+
+SCHEMA_VERSION = "1"
+MAX_REPORT_BYTES = 128 * 1024 * 1024
+
+CANONICAL_STATUSES = (
+    "done",
+    "turns_exhausted",
+    "budget_exhausted",
+    "loop_detected",
+    "timeout",
+    "error",
+    "cancelled",
+)
+STATUS_ALIASES = {
+    "terminé": "done",
+    "tours épuisés": "turns_exhausted",
+    "budget épuisé": "budget_exhausted",
+    "boucle détectée": "loop_detected",
+    "délai dépassé": "timeout",
+}
+
+Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{4,64}$")]
+Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+SessionId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._:-]{1,128}$")]
+
+
+def _utc(value: datetime) -> datetime:
+    return value.astimezone(UTC)
+
+
+Timestamp = Annotated[AwareDatetime, AfterValidator(_utc)]
+
+
+class _Model(BaseModel):
+    """Frozen; fields we do not know are kept, not refused."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+
+class Agent(_Model):
+    name: str
+    version: str | None = None
+    model: str | None = None
+    tool_profile: str | None = None
+
+
+class Repo(_Model):
+    name: str
+    path: str | None = None
+    url: str | None = None
+    base_commit: Hex
+    head_commit: Hex | None = None
+    branch: str | None = None
+
+
+class Usage(_Model):
+    turns: int | None = None
+    tool_calls: int | None = None
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    thoughts_tokens: int | None = None
+    cached_tokens: int | None = None
+
+
+class ClaimedChange(_Model):
+    """A file change the agent claims. The path is checked by the changes check, not here."""
+
+    path: str
+    action: Literal["create", "modify", "delete"]
+    sha256_before: Sha256 | None
+    sha256_after: Sha256 | None
+
+
+class AgentTests(_Model):
+    """What the agent says it ran: recorded, never trusted."""
+
+    command: str | list[str] | None = None
+    exit_code: int | None = None
+    summary: str | None = None
+
+
+class TrajectoryDoc(_Model):
+    format: Literal["gemini-contents"]
+    contents: list[dict[str, Any]]
+
+
+class AuditDoc(_Model):
+    """Entries stay raw: the audit check judges them, malformed ones included."""
+
+    entries: list[dict[str, Any]]
+    count: int
+    head: str | None = None
+
+
+class Signature(_Model):
+    alg: Literal["hmac-sha256", "ed25519"]
+    key_id: str | None = None
+    value: str
+
+
+class ReportDoc(_Model):
+    """The JSON document, as the contract names its fields."""
+
+    schema_version: Literal["1"]
+    session_id: SessionId
+    agent: Agent
+    task: str | None = None
+    repo: Repo
+    started_at: Timestamp
+    ended_at: Timestamp
+    status: str
+    final_text: str | None = None
+    usage: Usage | None = None
+    changes: list[ClaimedChange]
+    tests: AgentTests | None = None
+    trajectory: TrajectoryDoc
+    audit: AuditDoc
+    signature: Signature | None = None
+    extensions: dict[str, Any] | None = None
+
+
+class Report(BaseModel):
+    """A parsed report: the document, its trajectory loaded with the SDK, the raw bytes."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    doc: ReportDoc
+    trajectory: Trajectory
+    raw: bytes = Field(repr=False)
+    sha256: str
+
+    @property
+    def session_id(self) -> str:
+        return self.doc.session_id
+
+    @property
+    def status(self) -> str:
+        """The canonical status, or the raw one when it is not a known status."""
+        return canonical_status(self.doc.status)
+
+    @property
+    def done(self) -> bool:
+        return self.status == "done"
+
+
+def canonical_status(raw: str) -> str:
+    """Map the French aliases onto canonical statuses; keep unknown ones as given."""
+    return STATUS_ALIASES.get(raw, raw)
+
+
+def parse_report(raw: bytes) -> Report:
+    """Read bytes as a session report v1, or raise `InvalidReport` naming the field."""
+    if len(raw) > MAX_REPORT_BYTES:
+        raise InvalidReport(
+            "$", f"report is {len(raw)} bytes, over the limit of {MAX_REPORT_BYTES} bytes"
+        )
+    try:
+        data = json.loads(raw)
+    except UnicodeDecodeError as exc:
+        raise InvalidReport("$", f"not UTF-8 text: {exc.reason} at byte {exc.start}") from None
+    except json.JSONDecodeError as exc:
+        raise InvalidReport(
+            "$", f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
+    if not isinstance(data, dict):
+        raise InvalidReport("$", f"expected a JSON object, got {type(data).__name__}")
+    if "schema_version" not in data:
+        raise InvalidReport("schema_version", "missing (this verifier reads version '1')")
+    if data["schema_version"] != SCHEMA_VERSION:
+        raise InvalidReport(
+            "schema_version",
+            f"unknown schema version {data['schema_version']!r} (this verifier reads '1')",
+        )
+    try:
+        doc = ReportDoc.model_validate(data)
+    except ValidationError as exc:
+        raise _invalid(exc) from None
+    trajectory = load_trajectory(doc.trajectory.contents)
+    return Report(doc=doc, trajectory=trajectory, raw=raw, sha256=hashlib.sha256(raw).hexdigest())
+
+
+def _invalid(exc: ValidationError) -> InvalidReport:
+    """The first problem pydantic found, with its location as a dotted field path."""
+    error = exc.errors()[0]
+    field = ".".join(str(part) for part in error["loc"]) or "$"
+    problem = error["msg"]
+    if error["type"] == "missing":
+        problem = "required field is missing"
+    elif error["type"] != "extra_forbidden" and "input" in error:
+        shown = json.dumps(error["input"], ensure_ascii=False, default=str)
+        problem = f"{problem} (got {shown[:80]})"
+    more = exc.error_count() - 1
+    if more:
+        problem += f"; and {more} more problem{'s' if more > 1 else ''}"
+    return InvalidReport(field, problem)
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of report v1, generated from the models."""
+    schema = ReportDoc.model_json_schema(mode="validation")
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "https://verifier.invalid/schemas/session-report-v1.json"
+    schema["title"] = "Session report v1"
+    return schema
+
+
+def schema_text() -> str:
+    return json.dumps(json_schema(), indent=2, ensure_ascii=False, sort_keys=True) + "\n"
+
+
+if __name__ == "__main__":  # pragma: no cover - `make schema`
+    sys.stdout.write(schema_text())

@@ -1,0 +1,213 @@
+"""The trajectory: the model's turns as google-genai `types.Content`.
+
+Loading follows the contract:
+
+1. every element of ``contents`` is a JSON object, in snake_case (the SDK's
+   ``model_dump``) or camelCase (the REST form);
+2. keys the installed SDK does not know are stripped, recursively, and their
+   locations recorded (the raw report keeps them byte for byte);
+3. ``thought_signature`` in any base64 variant (standard or URL-safe, padded or
+   not) is decoded to bytes, so signatures compare as bytes;
+4. the result is validated with ``types.Content``;
+5. function calls get their call id (``FunctionCall.id``, or ``t<i>.p<j>``
+   when absent) and are paired with the responses of the following turn.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import functools
+import types as pytypes
+import typing
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic
+from google.genai import types
+
+from verifier.errors import InvalidReport
+
+__all__ = ["ToolCall", "Trajectory", "load_trajectory"]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One function call of the model, with the response the harness sent back."""
+
+    call_id: str
+    name: str
+    args: Mapping[str, Any]
+    turn: int
+    part: int
+    call: types.FunctionCall
+    response: types.FunctionResponse | None
+
+    @property
+    def response_object(self) -> dict[str, Any] | None:
+        """The ``response`` object the model saw (``{}`` when the SDK had none)."""
+        if self.response is None:
+            return None
+        return dict(self.response.response or {})
+
+
+@dataclass(frozen=True)
+class OrphanResponse:
+    """A function_response that answers no call of the previous turn."""
+
+    turn: int
+    part: int
+    name: str | None
+    id: str | None
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    contents: tuple[types.Content, ...]
+    calls: tuple[ToolCall, ...]
+    orphan_responses: tuple[OrphanResponse, ...]
+    ignored_keys: tuple[str, ...]
+
+    @property
+    def final_text(self) -> str | None:
+        """The text of the last model turn, when it has any."""
+        for content in reversed(self.contents):
+            if content.role == "model":
+                texts = [p.text for p in content.parts or () if p.text and not p.thought]
+                return "".join(texts) or None
+        return None
+
+
+def load_trajectory(contents: Sequence[Any]) -> Trajectory:
+    """Load the contents with the SDK's types and pair calls with responses."""
+    loaded: list[types.Content] = []
+    ignored: list[str] = []
+    for i, item in enumerate(contents):
+        where = f"trajectory.contents.{i}"
+        if not isinstance(item, dict):
+            raise InvalidReport(where, f"expected an object, got {type(item).__name__}")
+        cleaned = _strip(item, types.Content, where, ignored)
+        try:
+            loaded.append(types.Content.model_validate(cleaned))
+        except pydantic.ValidationError as exc:
+            error = exc.errors()[0]
+            loc = ".".join(str(p) for p in error["loc"])
+            raise InvalidReport(f"{where}.{loc}" if loc else where, error["msg"]) from None
+    calls, orphans = _pair(loaded)
+    return Trajectory(tuple(loaded), tuple(calls), tuple(orphans), tuple(ignored))
+
+
+def _pair(contents: list[types.Content]) -> tuple[list[ToolCall], list[OrphanResponse]]:
+    """Give each call its id and its response from the next user/tool turn.
+
+    A response with an id answers the call with that id; a call without an id
+    is answered by the response of the same name at the same rank among those
+    without an id.
+    """
+    calls: list[ToolCall] = []
+    orphans: list[OrphanResponse] = []
+    for i, content in enumerate(contents):
+        if content.role != "model":
+            continue
+        found = [(j, p.function_call) for j, p in enumerate(content.parts or ()) if p.function_call]
+        if not found:
+            continue
+        following = contents[i + 1] if i + 1 < len(contents) else None
+        responses: list[tuple[int, types.FunctionResponse]] = []
+        if following is not None and following.role in ("user", "tool", None):
+            responses = [
+                (k, p.function_response)
+                for k, p in enumerate(following.parts or ())
+                if p.function_response
+            ]
+        by_id = {r.id: (k, r) for k, r in responses if r.id}
+        by_name: dict[str | None, list[tuple[int, types.FunctionResponse]]] = defaultdict(list)
+        for k, r in responses:
+            if not r.id:
+                by_name[r.name].append((k, r))
+        used: set[int] = set()
+        for j, fc in found:
+            match = by_id.get(fc.id) if fc.id else None
+            if match is None and not fc.id and by_name[fc.name]:
+                match = by_name[fc.name].pop(0)
+            if match is not None:
+                used.add(match[0])
+            calls.append(
+                ToolCall(
+                    call_id=fc.id or f"t{i}.p{j}",
+                    name=fc.name or "",
+                    args=dict(fc.args or {}),
+                    turn=i,
+                    part=j,
+                    call=fc,
+                    response=match[1] if match else None,
+                )
+            )
+        orphans.extend(
+            OrphanResponse(i + 1, k, r.name, r.id) for k, r in responses if k not in used
+        )
+    return calls, orphans
+
+
+def _strip(value: Any, model: type[pydantic.BaseModel], where: str, ignored: list[str]) -> Any:
+    """Drop keys `model` does not know, recursively; decode thought signatures."""
+    if not isinstance(value, dict):
+        return value
+    known = _fields(model)
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        name = known.get(key)
+        if name is None:
+            ignored.append(f"{where}.{key}")
+            continue
+        if name == "thought_signature" and isinstance(item, str):
+            item = _b64decode(item, f"{where}.{key}")
+        sub = _submodel(model, name)
+        if sub is not None:
+            if isinstance(item, list):
+                item = [_strip(x, sub, f"{where}.{key}.{n}", ignored) for n, x in enumerate(item)]
+            else:
+                item = _strip(item, sub, f"{where}.{key}", ignored)
+        out[key] = item
+    return out
+
+
+@functools.cache
+def _fields(model: type[pydantic.BaseModel]) -> dict[str, str]:
+    """Both spellings of every field: snake_case name and camelCase alias."""
+    names: dict[str, str] = {}
+    for name, info in model.model_fields.items():
+        names[name] = name
+        if info.alias:
+            names[info.alias] = name
+    return names
+
+
+@functools.cache
+def _submodel(model: type[pydantic.BaseModel], name: str) -> type[pydantic.BaseModel] | None:
+    """The SDK model inside field `name` (through Optional and list), if any.
+
+    Free-form fields (``FunctionCall.args``, ``FunctionResponse.response``) are
+    dicts, not models, and are kept whole.
+    """
+    annotation = model.model_fields[name].annotation
+    stack = [annotation]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, type) and issubclass(current, pydantic.BaseModel):
+            return current
+        origin = typing.get_origin(current)
+        if origin in (typing.Union, pytypes.UnionType, list, tuple):
+            stack.extend(typing.get_args(current))
+    return None
+
+
+def _b64decode(text: str, where: str) -> bytes:
+    """Standard or URL-safe base64, padded or not."""
+    cleaned = text.strip().replace("-", "+").replace("_", "/").rstrip("=")
+    try:
+        return base64.b64decode(cleaned + "=" * (-len(cleaned) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidReport(where, f"not base64: {text[:40]!r}") from None
