@@ -1,0 +1,289 @@
+"""The changes check against real repositories."""
+
+from __future__ import annotations
+
+import os
+import unicodedata
+from pathlib import Path
+
+import pytest
+from gitrepo import GitRepo, sha256
+from sessions import CALC
+
+from verifier.checks.changes import check
+from verifier.config import RepositoryConfig
+from verifier.contract import ClaimedChange
+from verifier.findings import CheckResult, CheckStatus
+
+FIXED = CALC.replace(
+    "def subtract(a, b):\n    return a + b", "def subtract(a, b):\n    return a - b"
+)
+CFG = RepositoryConfig("calc")
+
+
+def claim(path: str, before: str | bytes | None, after: str | bytes | None) -> ClaimedChange:
+    def h(v: str | bytes | None) -> str | None:
+        return None if v is None else sha256(v.encode() if isinstance(v, str) else v)
+
+    action = "create" if before is None else "delete" if after is None else "modify"
+    return ClaimedChange(path=path, action=action, sha256_before=h(before), sha256_after=h(after))
+
+
+def run(
+    repo: GitRepo, base: str, head: str | None, *claims: ClaimedChange, cfg: RepositoryConfig = CFG
+) -> CheckResult:
+    before = repo.snapshot()
+    result = check(repo.path, base, head, list(claims), cfg)
+    assert repo.snapshot() == before, "the check modified the repository"
+    return result
+
+
+def codes(result: CheckResult) -> list[str]:
+    return [f.code for f in result.findings]
+
+
+def test_committed_change_with_right_hashes_passes(repo: GitRepo) -> None:
+    base = repo.head()
+    head = repo.commit({"calc.py": FIXED})
+    result = run(repo, base, head, claim("calc.py", CALC, FIXED))
+    assert result.status is CheckStatus.PASS, result.findings
+    assert result.details["mode"] == "commit"
+
+
+def test_uncommitted_change_passes_in_worktree_mode(repo: GitRepo) -> None:
+    base = repo.head()
+    repo.write({"calc.py": FIXED, "new.txt": "n\n"})
+    result = run(repo, base, None, claim("calc.py", CALC, FIXED), claim("new.txt", None, "n\n"))
+    assert result.status is CheckStatus.PASS, result.findings
+    assert result.details["mode"] == "worktree"
+
+
+def test_missing_head_commit_fails(repo: GitRepo) -> None:
+    result = run(repo, repo.head(), "ab" * 20, claim("calc.py", CALC, FIXED))
+    assert result.status is CheckStatus.FAIL
+    assert codes(result) == ["change.head_missing"]
+
+
+def test_missing_base_commit_is_inconclusive(repo: GitRepo) -> None:
+    result = run(repo, "cd" * 20, None)
+    assert result.status is CheckStatus.ERROR
+    assert codes(result) == ["change.base_missing"]
+
+
+def test_missing_repository_is_inconclusive(tmp_path: Path) -> None:
+    result = check(tmp_path / "nowhere", "ab" * 20, None, [], CFG)
+    assert result.status is CheckStatus.ERROR
+    assert codes(result) == ["change.repo_unavailable"]
+
+
+def test_a_folder_that_is_not_a_repository_is_inconclusive(tmp_path: Path) -> None:
+    result = check(tmp_path, "ab" * 20, None, [], CFG)
+    assert codes(result) == ["change.repo_unavailable"]
+
+
+def test_change_to_wrong_content_is_a_hash_mismatch(repo: GitRepo) -> None:
+    base = repo.head()
+    head = repo.commit({"calc.py": FIXED.replace("a - b", "b - a")})
+    result = run(repo, base, head, claim("calc.py", CALC, FIXED))
+    assert codes(result) == ["change.hash_mismatch"]
+    assert result.findings[0].expected == sha256(FIXED.encode())
+
+
+def test_crlf_is_hashed_as_raw_bytes(repo: GitRepo) -> None:
+    base = repo.head()
+    crlf = FIXED.replace("\n", "\r\n").encode()
+    mixed = FIXED.replace("\n", "\r\n", 2).encode()
+    head = repo.commit({"calc.py": crlf, "mixed.txt": mixed})
+    ok = run(repo, base, head, claim("calc.py", CALC, crlf), claim("mixed.txt", None, mixed))
+    assert ok.status is CheckStatus.PASS, ok.findings
+    normalised = run(
+        repo, base, head, claim("calc.py", CALC, FIXED), claim("mixed.txt", None, mixed)
+    )
+    assert codes(normalised) == ["change.hash_mismatch"]
+
+
+def test_wrong_before_hash_is_reported(repo: GitRepo) -> None:
+    base = repo.head()
+    head = repo.commit({"calc.py": FIXED})
+    result = run(repo, base, head, claim("calc.py", "something else", FIXED))
+    assert codes(result) == ["change.before_mismatch"]
+
+
+def test_claimed_file_absent_at_head_is_missing(repo: GitRepo) -> None:
+    base = repo.head()
+    head = repo.commit({"calc.py": FIXED})
+    result = run(
+        repo, base, head, claim("calc.py", CALC, FIXED), claim("tests/test_new.py", None, "x")
+    )
+    assert codes(result) == ["change.missing"]
+
+
+def test_untracked_file_left_out_of_the_commit_is_missing(repo: GitRepo) -> None:
+    base = repo.head()
+    repo.write({"new.py": "x = 1\n", "calc.py": FIXED})
+    repo.git("commit", "-q", "-a", "-m", "commit -a leaves new.py out")
+    result = run(
+        repo, base, repo.head(), claim("calc.py", CALC, FIXED), claim("new.py", None, "x = 1\n")
+    )
+    assert codes(result) == ["change.missing"]
+
+
+def test_claimed_delete_of_a_file_still_there_fails(repo: GitRepo) -> None:
+    base = repo.head()
+    head = repo.commit({"calc.py": FIXED})
+    result = run(repo, base, head, claim("calc.py", CALC, FIXED), claim("pytest.ini", "x", None))
+    assert sorted(codes(result)) == ["change.before_mismatch", "change.delete_not_applied"]
+
+
+def test_a_real_delete_passes(repo: GitRepo) -> None:
+    base = repo.head()
+    ini = "[pytest]\npythonpath = .\n"
+    head = repo.commit({"pytest.ini": None})
+    assert run(repo, base, head, claim("pytest.ini", ini, None)).status is CheckStatus.PASS
+
+
+def test_undeclared_committed_change_fails(repo: GitRepo) -> None:
+    base = repo.head()
+    head = repo.commit({"calc.py": FIXED, "README": "surprise\n"})
+    result = run(repo, base, head, claim("calc.py", CALC, FIXED))
+    assert codes(result) == ["change.undeclared"]
+    assert result.findings[0].path == "README"
+
+
+def test_zero_claims_with_a_change_is_not_a_pass(repo: GitRepo) -> None:
+    base = repo.head()
+    head = repo.commit({"calc.py": FIXED})
+    assert codes(run(repo, base, head)) == ["change.undeclared"]
+
+
+def test_untracked_not_ignored_file_is_undeclared_in_worktree(repo: GitRepo) -> None:
+    base = repo.head()
+    repo.write({"calc.py": FIXED, "scratch.txt": "notes\n"})
+    result = run(repo, base, None, claim("calc.py", CALC, FIXED))
+    assert codes(result) == ["change.undeclared"]
+    assert result.findings[0].path == "scratch.txt"
+
+
+def test_ignored_and_generated_files_do_not_count(repo: GitRepo) -> None:
+    base = repo.head()
+    repo.write({"calc.py": FIXED, "build/out.bin": b"\x00gen", "__pycache__/calc.pyc": b"pyc"})
+    result = run(repo, base, None, claim("calc.py", CALC, FIXED))
+    assert result.status is CheckStatus.PASS, result.findings
+
+
+def test_touched_but_unchanged_file_is_not_a_change(repo: GitRepo) -> None:
+    base = repo.head()
+    os.utime(repo.path / "tests" / "test_calc.py", (1, 1))  # stale stat data only
+    repo.write({"calc.py": FIXED})
+    assert run(repo, base, None, claim("calc.py", CALC, FIXED)).status is CheckStatus.PASS
+
+
+def test_staged_and_deleted_worktree_changes_are_seen(repo: GitRepo) -> None:
+    base = repo.head()
+    repo.write({"pytest.ini": None, "staged.txt": "s\n"})
+    repo.git("add", "staged.txt")
+    result = run(repo, base, None)
+    assert sorted(f.path or "" for f in result.findings) == ["pytest.ini", "staged.txt"]
+
+
+@pytest.mark.parametrize(
+    ("path", "reason"),
+    [
+        ("/etc/passwd", "absolute"),
+        ("../outside.txt", "'..'"),
+        ("src/../../x", "'..'"),
+        ("src\\calc.py", "backslash"),
+        ("calc.py\x00.txt", "NUL"),
+        ("src//calc.py", "empty segment"),
+        ("src/", "empty segment"),
+        ("", "empty"),
+        ("./calc.py", "'.'"),
+    ],
+)
+def test_paths_reaching_outside_the_root_are_refused(repo: GitRepo, path: str, reason: str) -> None:
+    result = run(repo, repo.head(), None, claim(path, None, "x"))
+    assert codes(result) == ["change.path_unsafe"]
+    assert reason in result.findings[0].message
+
+
+def test_the_same_path_claimed_twice_fails(repo: GitRepo) -> None:
+    base = repo.head()
+    head = repo.commit({"calc.py": FIXED})
+    result = run(repo, base, head, claim("calc.py", CALC, FIXED), claim("calc.py", CALC, FIXED))
+    assert codes(result) == ["change.duplicate_claim"]
+
+
+def test_action_must_agree_with_hashes(repo: GitRepo) -> None:
+    base = repo.head()
+    head = repo.commit({"calc.py": FIXED})
+    bad = ClaimedChange(
+        path="calc.py",
+        action="create",
+        sha256_before=sha256(CALC.encode()),
+        sha256_after=sha256(FIXED.encode()),
+    )
+    assert codes(run(repo, base, head, bad)) == ["change.action_inconsistent"]
+
+
+def test_change_under_a_protected_path_fails(repo: GitRepo) -> None:
+    base = repo.head()
+    tests = (repo.path / "tests" / "test_calc.py").read_text()
+    head = repo.commit({"tests/test_calc.py": "def test_nothing():\n    pass\n"})
+    cfg = RepositoryConfig("calc", protected_paths=("tests/**",))
+    result = run(
+        repo,
+        base,
+        head,
+        claim("tests/test_calc.py", tests, "def test_nothing():\n    pass\n"),
+        cfg=cfg,
+    )
+    assert codes(result) == ["change.protected_path"]
+
+
+def test_undeclared_change_under_a_protected_path_says_both(repo: GitRepo) -> None:
+    base = repo.head()
+    head = repo.commit({"tests/conftest.py": "x = 1\n"})
+    cfg = RepositoryConfig("calc", protected_paths=("tests/**",))
+    assert codes(run(repo, base, head, cfg=cfg)) == ["change.undeclared", "change.protected_path"]
+
+
+def test_unicode_paths_compare_byte_for_byte(repo: GitRepo) -> None:
+    nfc = unicodedata.normalize("NFC", "src/données.py")
+    nfd = unicodedata.normalize("NFD", nfc)
+    base = repo.head()
+    head = repo.commit({nfc: "x = 1\n"})
+    assert run(repo, base, head, claim(nfc, None, "x = 1\n")).status is CheckStatus.PASS
+    result = run(repo, base, head, claim(nfd, None, "x = 1\n"))
+    assert codes(result) == ["change.missing", "change.undeclared"]
+    assert "NFC form" in result.findings[0].message
+
+
+def test_symlink_blob_in_a_commit_is_refused(repo: GitRepo) -> None:
+    base = repo.head()
+    os.symlink("/etc/passwd", repo.path / "link")
+    head = repo.commit()
+    result = run(repo, base, head, claim("link", None, "/etc/passwd"))
+    assert codes(result) == ["change.symlink"]
+
+
+def test_symlink_escaping_root_in_worktree_is_refused(repo: GitRepo, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("secret\n")
+    base = repo.head()
+    os.symlink(outside, repo.path / "data")
+    result = run(repo, base, None, claim("data/secret.txt", None, "secret\n"))
+    assert codes(result) == ["change.symlink", "change.undeclared"]  # the link itself is new
+    assert result.findings[0].found is None  # nothing behind the link was read
+
+
+def test_symlinked_file_in_worktree_is_refused(repo: GitRepo) -> None:
+    base = repo.head()
+    os.symlink("calc.py", repo.path / "alias.py")
+    result = run(repo, base, None, claim("alias.py", None, CALC))
+    assert codes(result)[0] == "change.symlink"
+
+
+def test_a_folder_claimed_as_a_file_is_refused(repo: GitRepo) -> None:
+    result = run(repo, repo.head(), None, claim("tests", None, "x"))
+    assert codes(result) == ["change.not_a_file"]

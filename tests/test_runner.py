@@ -1,0 +1,246 @@
+"""verifier.runner: argument lists, a closed stdin, a minimal environment, a group killed whole."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from verifier.runner import (
+    RunnerNotFound,
+    RunOutcome,
+    minimal_env,
+    network_isolation_available,
+    run,
+)
+
+needs_isolation = pytest.mark.skipif(
+    not network_isolation_available(), reason="`unshare -rn` does not work on this machine"
+)
+
+
+def _run(
+    tmp_path: Path,
+    *argv: str,
+    timeout_s: float = 30,
+    isolate_network: bool = False,
+    excerpt_bytes: int = 8192,
+) -> RunOutcome:
+    home, tmp = tmp_path / "home", tmp_path / "tmp"
+    home.mkdir(exist_ok=True)
+    tmp.mkdir(exist_ok=True)
+    return run(
+        argv,
+        cwd=tmp_path,
+        timeout_s=timeout_s,
+        env=minimal_env(home, tmp),
+        isolate_network=isolate_network,
+        excerpt_bytes=excerpt_bytes,
+    )
+
+
+def _gone(pid: int, within_s: float = 5.0) -> bool:
+    """True once `pid` no longer runs (absent, or a zombie nobody reaped yet)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except FileNotFoundError:
+            return True
+        if stat.rpartition(")")[2].split()[0] in ("Z", "X"):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_exit_code_and_output_are_recorded(tmp_path: Path) -> None:
+    out = _run(tmp_path, sys.executable, "-c", "print('hello'); raise SystemExit(3)")
+    assert out.exit_code == 3
+    assert not out.timed_out
+    assert out.output_excerpt == "hello\n"
+    assert out.output_bytes == 6
+    assert out.output_sha256 == hashlib.sha256(b"hello\n").hexdigest()
+    assert out.executable == os.path.abspath(sys.executable)
+
+
+def test_stderr_is_merged_into_the_log(tmp_path: Path) -> None:
+    code = "import sys; print('out', flush=True); print('err', file=sys.stderr)"
+    out = _run(tmp_path, sys.executable, "-c", code)
+    assert out.output_excerpt == "out\nerr\n"
+
+
+def test_shell_metacharacters_are_literal_arguments(tmp_path: Path) -> None:
+    argv = [sys.executable, "-c", "import sys; print(sys.argv[1:])", "a;b", "$(echo x)", "|", "*"]
+    out = _run(tmp_path, *argv)
+    assert out.output_excerpt.strip() == repr(["a;b", "$(echo x)", "|", "*"])
+    assert out.argv == tuple(argv)
+
+
+def test_semicolon_argument_starts_no_second_command(tmp_path: Path) -> None:
+    out = _run(tmp_path, sys.executable, "-c", "pass", "; touch pwned", "&& touch pwned2")
+    assert out.exit_code == 0
+    assert not (tmp_path / "pwned").exists()
+    assert not (tmp_path / "pwned2").exists()
+
+
+def test_stdin_is_closed(tmp_path: Path) -> None:
+    out = _run(tmp_path, sys.executable, "-c", "import sys; print(repr(sys.stdin.read()))")
+    assert out.output_excerpt == "''\n"
+
+
+def test_missing_binary_raises_runner_not_found_naming_binary_and_path(tmp_path: Path) -> None:
+    with pytest.raises(RunnerNotFound) as caught:
+        _run(tmp_path, "verifier-no-such-test-runner-xyz", "-q")
+    assert caught.value.binary == "verifier-no-such-test-runner-xyz"
+    assert "verifier-no-such-test-runner-xyz" in str(caught.value)
+    assert caught.value.search_path in str(caught.value)
+
+
+@needs_isolation
+def test_missing_binary_is_found_missing_before_unshare_runs(tmp_path: Path) -> None:
+    with pytest.raises(RunnerNotFound):
+        _run(tmp_path, "verifier-no-such-test-runner-xyz", isolate_network=True)
+
+
+def test_relative_program_that_is_not_executable_is_runner_not_found(tmp_path: Path) -> None:
+    (tmp_path / "run-tests").write_text("#!/bin/sh\nexit 0\n")
+    with pytest.raises(RunnerNotFound):
+        _run(tmp_path, "./run-tests")
+
+
+@pytest.mark.parametrize(
+    "isolate", [False, pytest.param(True, marks=needs_isolation)], ids=["plain", "unshare"]
+)
+def test_timeout_kills_the_whole_process_group(tmp_path: Path, isolate: bool) -> None:
+    code = (
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "print(child.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    started = time.monotonic()
+    out = _run(tmp_path, sys.executable, "-c", code, timeout_s=1.5, isolate_network=isolate)
+    assert time.monotonic() - started < 10
+    assert out.timed_out
+    assert out.exit_code is None
+    assert 1.5 <= out.duration_s < 10
+    grandchild = int(out.output_excerpt.split()[0])
+    assert _gone(grandchild)
+
+
+def test_background_process_left_behind_is_killed_when_the_command_exits(
+    tmp_path: Path,
+) -> None:
+    code = (
+        "import subprocess, sys\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "print(child.pid, flush=True)\n"
+    )
+    started = time.monotonic()
+    out = _run(tmp_path, sys.executable, "-c", code, timeout_s=30)
+    assert time.monotonic() - started < 10
+    assert out.exit_code == 0
+    assert not out.timed_out
+    assert _gone(int(out.output_excerpt.split()[0]))
+
+
+def test_large_output_is_bounded_in_the_excerpt_and_hashed_whole(tmp_path: Path) -> None:
+    # 3 MB, far more than a pipe buffer: the run must keep reading to finish.
+    code = (
+        "import sys\nfor i in range(100000):\n    sys.stdout.write(f'line {i:08d} of the log\\n')\n"
+    )
+    expected = b"".join(f"line {i:08d} of the log\n".encode() for i in range(100000))
+    out = _run(tmp_path, sys.executable, "-c", code, excerpt_bytes=1000)
+    assert out.exit_code == 0
+    assert out.output_bytes == len(expected)
+    assert out.output_sha256 == hashlib.sha256(expected).hexdigest()
+    assert out.output_excerpt.startswith("line 00000000 of the log\n")
+    assert out.output_excerpt.endswith("line 00099999 of the log\n")
+    assert f"[... {len(expected) - 1000} bytes omitted ...]" in out.output_excerpt
+    assert len(out.output_excerpt.encode()) < 1100
+
+
+def test_invalid_utf8_output_is_replaced_not_fatal(tmp_path: Path) -> None:
+    out = _run(tmp_path, sys.executable, "-c", "import sys; sys.stdout.buffer.write(b'a\\xffb')")
+    assert out.output_excerpt == "a\ufffdb"
+    assert out.output_sha256 == hashlib.sha256(b"a\xffb").hexdigest()
+
+
+def test_minimal_env_holds_only_the_listed_variables(tmp_path: Path) -> None:
+    env = minimal_env(tmp_path / "home", tmp_path / "tmp")
+    assert set(env) == {
+        "PATH",
+        "HOME",
+        "TMPDIR",
+        "LANG",
+        "LC_ALL",
+        "PYTHONDONTWRITEBYTECODE",
+        "PYTHONHASHSEED",
+    }
+    assert env["HOME"] == str(tmp_path / "home")
+    assert env["TMPDIR"] == str(tmp_path / "tmp")
+
+
+def test_secrets_in_the_parent_environment_do_not_reach_the_child(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secrets = {
+        "VERIFIER_DATABASE_URL": "postgresql://u:pw@db/verifier",
+        "DATABASE_URL": "postgresql://u:pw@db/app",
+        "GEMINI_API_KEY": "gemini-secret",
+        "GOOGLE_API_KEY": "google-secret",
+        "AWS_SECRET_ACCESS_KEY": "aws-secret",
+        "GITHUB_TOKEN": "ghp_secret",
+    }
+    for key, value in secrets.items():
+        monkeypatch.setenv(key, value)
+    out = _run(
+        tmp_path, sys.executable, "-c", "import json, os; print(json.dumps(dict(os.environ)))"
+    )
+    child_env = json.loads(out.output_excerpt)
+    assert not set(secrets) & set(child_env)
+    assert not any(value in out.output_excerpt for value in secrets.values())
+    assert child_env["HOME"] == str(tmp_path / "home")
+
+
+def _listener() -> socket.socket:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    return server
+
+
+_CONNECT = (
+    "import socket, sys\n"
+    "try:\n"
+    "    socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=2).close()\n"
+    "    print('connected')\n"
+    "except OSError as exc:\n"
+    "    print('refused', exc)\n"
+)
+
+
+@needs_isolation
+def test_isolated_run_cannot_reach_a_local_listener(tmp_path: Path) -> None:
+    with _listener() as server:
+        port = str(server.getsockname()[1])
+        control = _run(tmp_path, sys.executable, "-c", _CONNECT, port)
+        isolated = _run(tmp_path, sys.executable, "-c", _CONNECT, port, isolate_network=True)
+    assert control.output_excerpt.startswith("connected")
+    assert not control.network_isolated
+    assert isolated.output_excerpt.startswith("refused")
+    assert isolated.network_isolated
+    assert isolated.exit_code == 0
+
+
+def test_network_isolation_probe_is_run_once() -> None:
+    network_isolation_available()
+    hits = network_isolation_available.cache_info().hits
+    network_isolation_available()
+    assert network_isolation_available.cache_info().hits == hits + 1

@@ -1,0 +1,80 @@
+"""The audit check: the harness's hash-chained trail against the trajectory and the claims.
+
+Steps of `check`:
+
+1. normalise every call of the trajectory with the report's tool profile, so
+   calls the profile does not know are reported (in ``details``), never dropped;
+2. hand the trail, the calls with their responses and the claims to the
+   ``audit`` package, which verifies the chain and its completeness;
+3. add what only the report can tell: responses that answer no call, and a
+   ``session_end`` status that differs from the report's status.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from audit import Call, Change, verify_trail
+from audit.findings import Finding
+from verifier.contract import Report
+from verifier.findings import CheckResult
+from verifier.profiles import ActionKind, Profile
+
+NAME = "audit"
+
+
+def check(report: Report, profile: Profile) -> CheckResult:
+    """Verify the audit trail of `report`."""
+    # 1. Normalise the calls with the tool profile.
+    actions = [profile.normalise(call) for call in report.trajectory.calls]
+    unknown = sorted({a.call.name for a in actions if a.kind is ActionKind.UNKNOWN})
+
+    # 2. Chain and completeness, in the audit package.
+    calls = [Call(c.call_id, c.name, c.args, c.response_object) for c in report.trajectory.calls]
+    claims = [Change(c.path, c.sha256_before, c.sha256_after) for c in report.doc.changes]
+    audit_doc: dict[str, Any] = {
+        "entries": report.doc.audit.entries,
+        "count": report.doc.audit.count,
+        "head": report.doc.audit.head,
+    }
+    findings = list(
+        verify_trail(audit_doc, session_id=report.session_id, calls=calls, claims=claims)
+    )
+
+    # 3. What only the report can tell.
+    findings.extend(
+        Finding(
+            "audit.response_without_call",
+            f"trajectory turn {o.turn} part {o.part}: a function_response "
+            f"({o.name!r}, id {o.id!r}) answers no call of the previous model turn",
+            path=f"trajectory.contents.{o.turn}.parts.{o.part}",
+        )
+        for o in report.trajectory.orphan_responses
+    )
+    entries = report.doc.audit.entries
+    if entries and entries[-1].get("kind") == "session_end":
+        ended = entries[-1].get("status")
+        if ended != report.doc.status:
+            findings.append(
+                Finding(
+                    "audit.status_mismatch",
+                    "the trail's session_end status differs from the report's status",
+                    expected=report.doc.status,
+                    found=str(ended),
+                )
+            )
+    details = {
+        "entries": len(entries),
+        "calls": len(calls),
+        "profile": profile.name,
+        "unknown_calls": unknown,
+        "actions": _count_actions(actions),
+    }
+    return CheckResult.from_findings(NAME, findings, details)
+
+
+def _count_actions(actions: list[Any]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for action in actions:
+        counts[action.kind.value] = counts.get(action.kind.value, 0) + 1
+    return counts

@@ -1,0 +1,251 @@
+"""The changes check: every claimed file change is in the repository, and nothing else.
+
+Steps of `check`:
+
+1. open the repository and resolve the base commit (missing: inconclusive) and,
+   in commit mode, the head commit (missing: the work was never committed);
+2. vet every claim: a safe relative path, an action that agrees with its hashes,
+   no path claimed twice, no protected path;
+3. list what git sees as changed from base to head (commit mode: the two trees;
+   worktree mode: tracked changes plus untracked files that are not ignored);
+4. hash each safe claim's raw bytes at base and at head, and compare with the
+   claimed ``sha256_before`` / ``sha256_after``;
+5. every changed path must be claimed, otherwise ``change.undeclared``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from audit.findings import Finding
+from verifier.config import RepositoryConfig
+from verifier.contract import ClaimedChange
+from verifier.errors import InfrastructureError
+from verifier.findings import CheckResult
+from verifier.paths import UnsafeFile, glob_matches, read_in_root, unicode_variant, unsafe_reason
+from verifier.repository import Repository, TreeEntry
+
+NAME = "changes"
+ABSENT = "absent"
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of the comparison: a commit's tree, or the working tree."""
+
+    label: str
+    tree: dict[str, TreeEntry] | None  # None: the working tree
+    repo: Repository
+
+    def sha256(self, path: str) -> tuple[str | None, Finding | None]:
+        """The file's SHA-256 (None when absent), or a finding when it cannot be a file."""
+        if self.tree is None:
+            try:
+                data = read_in_root(self.repo.root, path)
+            except UnsafeFile as exc:
+                return None, Finding(
+                    exc.code, f"{path}: {exc.reason} in the working tree", path=path
+                )
+            return (None if data is None else hashlib.sha256(data).hexdigest()), None
+        entry = self.tree.get(path)
+        if entry is None:
+            return None, None
+        if entry.is_link:
+            return None, Finding(
+                "change.symlink", f"{path}: is a symbolic link in the {self.label}", path=path
+            )
+        if not entry.is_file:
+            return None, Finding(
+                "change.not_a_file", f"{path}: is not a regular file in the {self.label}", path=path
+            )
+        return hashlib.sha256(self.repo.blob(entry.sha)).hexdigest(), None
+
+    def paths(self) -> set[str]:
+        if self.tree is not None:
+            return set(self.tree)
+        return self.repo.worktree_paths()
+
+
+def check(
+    repo_path: Path,
+    base_commit: str,
+    head_commit: str | None,
+    claims: Sequence[ClaimedChange],
+    repo_config: RepositoryConfig,
+) -> CheckResult:
+    """Hold the claimed changes against the repository."""
+    # 1. Open the repository and resolve the commits.
+    try:
+        repo = Repository(repo_path)
+    except InfrastructureError as exc:
+        return CheckResult.error(NAME, "change.repo_unavailable", str(exc))
+    with repo:
+        base = repo.resolve_commit(base_commit)
+        if base is None:
+            return CheckResult.error(
+                NAME,
+                "change.base_missing",
+                f"base commit {base_commit} is not in {str(repo.root)!r}; "
+                "fetch it or point --repo at the right repository",
+            )
+        head = None
+        if head_commit is not None:
+            head = repo.resolve_commit(head_commit)
+            if head is None:
+                finding = Finding(
+                    "change.head_missing",
+                    f"head commit {head_commit} does not exist in the repository",
+                    expected=head_commit,
+                    found=ABSENT,
+                )
+                return CheckResult.from_findings(NAME, [finding], {"mode": "commit"})
+        return _compare(repo, base, head, claims, repo_config)
+
+
+def _compare(
+    repo: Repository,
+    base: str,
+    head: str | None,
+    claims: Sequence[ClaimedChange],
+    repo_config: RepositoryConfig,
+) -> CheckResult:
+    findings: list[Finding] = []
+    # 2. Vet every claim before touching a file.
+    safe: list[ClaimedChange] = []
+    seen: set[str] = set()
+    for claim in claims:
+        reason = unsafe_reason(claim.path)
+        if reason is not None:
+            findings.append(
+                Finding("change.path_unsafe", f"{claim.path!r}: {reason}", path=claim.path)
+            )
+            continue
+        if claim.path in seen:
+            findings.append(
+                Finding("change.duplicate_claim", f"{claim.path}: claimed twice", path=claim.path)
+            )
+            continue
+        seen.add(claim.path)
+        findings.extend(_action_findings(claim))
+        for pattern in repo_config.protected_paths:
+            if glob_matches(pattern, claim.path):
+                findings.append(
+                    Finding(
+                        "change.protected_path",
+                        f"{claim.path}: matches protected pattern {pattern!r}",
+                        path=claim.path,
+                        expected=f"no change under {pattern}",
+                    )
+                )
+        safe.append(claim)
+
+    # 3. What git sees as changed from base to head.
+    base_side = Side("base commit", repo.tree(base), repo)
+    if head is None:
+        head_side = Side("working tree", None, repo)
+        changed = repo.changed_in_worktree(base, base_side.tree or {})
+    else:
+        head_side = Side("head commit", repo.tree(head), repo)
+        changed = repo.changed_between(base, head)
+
+    # 4. Hash each claim at base and head.
+    for claim in safe:
+        findings.extend(_hash_findings(claim, base_side, head_side))
+
+    # 5. Every change must be claimed.
+    for path in sorted(changed - seen):
+        findings.append(
+            Finding(
+                "change.undeclared",
+                f"{path}: changed between base and head but not claimed",
+                path=path,
+            )
+        )
+        if unsafe_reason(path) is None:
+            protected = [p for p in repo_config.protected_paths if glob_matches(p, path)]
+            findings.extend(
+                Finding(
+                    "change.protected_path",
+                    f"{path}: matches protected pattern {p!r}",
+                    path=path,
+                    expected=f"no change under {p}",
+                )
+                for p in protected
+            )
+    details = {
+        "mode": "worktree" if head is None else "commit",
+        "base_commit": base,
+        "head_commit": head,
+        "claimed": len(claims),
+        "changed": len(changed),
+    }
+    return CheckResult.from_findings(NAME, findings, details)
+
+
+def _action_findings(claim: ClaimedChange) -> list[Finding]:
+    problem = None
+    if claim.action == "create" and claim.sha256_before is not None:
+        problem = "a create must have sha256_before null"
+    elif claim.action == "delete" and claim.sha256_after is not None:
+        problem = "a delete must have sha256_after null"
+    elif claim.action == "modify" and None in (claim.sha256_before, claim.sha256_after):
+        problem = "a modify must have both hashes"
+    if problem is None:
+        return []
+    return [
+        Finding(
+            "change.action_inconsistent",
+            f"{claim.path}: action {claim.action!r}, but {problem}",
+            path=claim.path,
+            expected=problem,
+            found=f"before={claim.sha256_before}, after={claim.sha256_after}",
+        )
+    ]
+
+
+def _hash_findings(claim: ClaimedChange, base: Side, head: Side) -> list[Finding]:
+    findings: list[Finding] = []
+    before, problem = base.sha256(claim.path)
+    if problem is not None:
+        return [problem]
+    if before != claim.sha256_before:
+        findings.append(
+            Finding(
+                "change.before_mismatch",
+                f"{claim.path}: at the base commit the file "
+                + ("does not exist" if before is None else "has other content than claimed"),
+                path=claim.path,
+                expected=claim.sha256_before or ABSENT,
+                found=before or ABSENT,
+            )
+        )
+    after, problem = head.sha256(claim.path)
+    if problem is not None:
+        return [*findings, problem]
+    if after == claim.sha256_after:
+        return findings
+    if after is None:
+        message = f"{claim.path}: claimed in the {head.label} but not there"
+        variant = unicode_variant(claim.path, head.paths())
+        if variant:
+            message += f"; {variant}"
+        code = "change.missing"
+    elif claim.sha256_after is None:
+        message = f"{claim.path}: claimed deleted but still in the {head.label}"
+        code = "change.delete_not_applied"
+    else:
+        message = f"{claim.path}: in the {head.label} the content differs from the claim"
+        code = "change.hash_mismatch"
+    findings.append(
+        Finding(
+            code,
+            message,
+            path=claim.path,
+            expected=claim.sha256_after or ABSENT,
+            found=after or ABSENT,
+        )
+    )
+    return findings

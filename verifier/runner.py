@@ -1,0 +1,262 @@
+"""Run one command the way the verifier runs anything it does not trust.
+
+An argument list, never a shell; an explicit `cwd`; a minimal environment with
+no secrets (`minimal_env`); stdin closed; a timeout after which the whole
+process group is killed; optionally no network (`unshare -rn`, a user namespace
+with an empty network namespace). The output is read as it comes, so a chatty
+process cannot block on a full pipe, and kept as a bounded excerpt (head and
+tail) beside the SHA-256 and size of the whole log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import os
+import select
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from verifier.errors import InfrastructureError
+
+__all__ = [
+    "RunOutcome",
+    "RunnerNotFound",
+    "minimal_env",
+    "network_isolation_available",
+    "run",
+]
+
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+_UNSHARE = ("unshare", "-rn", "--")
+# unshare reports an exec failure with this prefix and exit status 127.
+_UNSHARE_EXEC_FAILED = b"unshare: failed to execute"
+_READ_CHUNK = 65536
+# After the main process has gone, how long we wait for the pipe to close.
+_DRAIN_S = 2.0
+
+
+class RunnerNotFound(InfrastructureError):
+    """The program to run does not exist (or cannot be executed) on this machine."""
+
+    def __init__(self, binary: str, search_path: str, detail: str = "") -> None:
+        self.binary = binary
+        self.search_path = search_path
+        message = f"cannot find executable {binary!r} (PATH searched: {search_path!r})"
+        super().__init__(f"{message}: {detail}" if detail else message)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What a run did. `exit_code` is None when the run was killed at its timeout."""
+
+    argv: tuple[str, ...]
+    executable: str
+    exit_code: int | None
+    timed_out: bool
+    duration_s: float
+    output_excerpt: str
+    output_sha256: str
+    output_bytes: int
+    network_isolated: bool
+
+
+def minimal_env(home: Path, tmp: Path) -> dict[str, str]:
+    """The whole environment of a child: a PATH, a throwaway HOME and TMPDIR, a UTF-8 locale.
+
+    Nothing else from the parent is passed on, so no token, key, database URL or
+    cloud credential can reach the code under test.
+    """
+    return {
+        "PATH": os.environ.get("PATH") or DEFAULT_PATH,
+        "HOME": str(home),
+        "TMPDIR": str(tmp),
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
+    }
+
+
+@functools.cache
+def network_isolation_available() -> bool:
+    """Whether `unshare -rn` works here (probed once per process)."""
+    if shutil.which("unshare") is None:
+        return False
+    try:
+        probe = subprocess.run(
+            [*_UNSHARE, "true"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return probe.returncode == 0
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    timeout_s: float,
+    env: Mapping[str, str],
+    isolate_network: bool,
+    excerpt_bytes: int,
+) -> RunOutcome:
+    """Run `argv` in `cwd` with exactly `env`; kill its process group at `timeout_s`.
+
+    Raises `RunnerNotFound` when `argv[0]` (or `unshare`, when isolating) cannot
+    be found or executed.
+    """
+    if not argv:
+        raise ValueError("run() needs a non-empty argument list")
+    search_path = env.get("PATH", DEFAULT_PATH)
+    executable = _resolve(argv[0], cwd, search_path)
+    launch = [executable, *argv[1:]]
+    if isolate_network:
+        unshare = shutil.which("unshare")
+        if unshare is None:
+            raise RunnerNotFound("unshare", os.environ.get("PATH", DEFAULT_PATH))
+        launch = [unshare, *_UNSHARE[1:], *launch]
+
+    log = _Log(excerpt_bytes)
+    start = time.monotonic()
+    deadline = start + timeout_s
+    try:
+        proc = subprocess.Popen(
+            launch,
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except (FileNotFoundError, PermissionError) as exc:
+        raise RunnerNotFound(argv[0], search_path, str(exc)) from None
+    except OSError as exc:
+        raise InfrastructureError(f"cannot start {argv[0]!r}: {exc}") from None
+
+    assert proc.stdout is not None
+    timed_out = False
+    try:
+        timed_out = _pump(proc, log, deadline)
+    finally:
+        # Whatever happened, nothing of the group outlives the run.
+        _kill_group(proc.pid)
+        proc.wait()
+        _drain(proc.stdout.fileno(), log, time.monotonic() + _DRAIN_S)
+        proc.stdout.close()
+    duration = time.monotonic() - start
+
+    exit_code = None if timed_out else proc.returncode
+    if isolate_network and exit_code == 127 and log.start.startswith(_UNSHARE_EXEC_FAILED):
+        detail = log.start.decode("utf-8", "replace").strip()
+        raise RunnerNotFound(argv[0], search_path, detail)
+    return RunOutcome(
+        argv=tuple(argv),
+        executable=executable,
+        exit_code=exit_code,
+        timed_out=timed_out,
+        duration_s=duration,
+        output_excerpt=log.excerpt(),
+        output_sha256=log.sha256.hexdigest(),
+        output_bytes=log.total,
+        network_isolated=isolate_network,
+    )
+
+
+def _resolve(binary: str, cwd: Path, search_path: str) -> str:
+    """The absolute path of `binary`, looked up on the child's PATH before anything starts."""
+    if "/" in binary:
+        candidate = Path(binary) if os.path.isabs(binary) else cwd / binary
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+        raise RunnerNotFound(binary, search_path, "not an executable file")
+    found = shutil.which(binary, path=search_path)
+    if found is None:
+        raise RunnerNotFound(binary, search_path)
+    return os.path.abspath(found)
+
+
+def _pump(proc: subprocess.Popen[bytes], log: _Log, deadline: float) -> bool:
+    """Read output until the main process exits; True when the deadline came first."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    open_pipe = True
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return proc.poll() is None
+        if open_pipe:
+            ready, _, _ = select.select([fd], [], [], min(remaining, 0.1))
+            if ready:
+                chunk = os.read(fd, _READ_CHUNK)
+                if chunk:
+                    log.add(chunk)
+                else:
+                    open_pipe = False
+        elif proc.poll() is None:
+            time.sleep(min(remaining, 0.05))
+        if proc.poll() is not None:
+            return False
+
+
+def _drain(fd: int, log: _Log, deadline: float) -> None:
+    """Read what is left in the pipe, up to its end or `deadline`."""
+    while (remaining := deadline - time.monotonic()) > 0:
+        ready, _, _ = select.select([fd], [], [], remaining)
+        if not ready:
+            return
+        chunk = os.read(fd, _READ_CHUNK)
+        if not chunk:
+            return
+        log.add(chunk)
+
+
+def _kill_group(pgid: int) -> None:
+    # The group outlives its leader while a grandchild is in it, so the id stays reserved.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+class _Log:
+    """The first and last bytes of a log, with the hash and size of all of it."""
+
+    def __init__(self, excerpt_bytes: int) -> None:
+        self.head_limit = max(excerpt_bytes, 0) // 2
+        self.tail_limit = max(excerpt_bytes, 0) - self.head_limit
+        self.start = b""  # the first bytes whatever the excerpt size, to recognise unshare
+        self.head = b""
+        self.tail = bytearray()
+        self.sha256 = hashlib.sha256()
+        self.total = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.sha256.update(chunk)
+        self.total += len(chunk)
+        if len(self.start) < 256:
+            self.start += chunk[: 256 - len(self.start)]
+        room = self.head_limit - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk and self.tail_limit:
+            self.tail += chunk
+            del self.tail[: max(len(self.tail) - self.tail_limit, 0)]
+
+    def excerpt(self) -> str:
+        omitted = self.total - len(self.head) - len(self.tail)
+        text = self.head.decode("utf-8", "replace")
+        if omitted:
+            text += f"\n[... {omitted} bytes omitted ...]\n"
+        return text + bytes(self.tail).decode("utf-8", "replace")
