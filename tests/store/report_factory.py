@@ -1,0 +1,33 @@
+"""Minimal valid session reports (contract v1) for the store's tests."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+BASE_COMMIT = "6f1c" * 10
+
+
+def report_dict(session_id: str = "s1", status: str = "done", **overrides: Any) -> dict[str, Any]:
+    """The smallest report the contract accepts; `overrides` replace top-level fields."""
+    report: dict[str, Any] = {
+        "schema_version": "1",
+        "session_id": session_id,
+        "agent": {"name": "repo-fixer", "version": "0.3.0", "tool_profile": "default"},
+        "repo": {"name": "calc", "base_commit": BASE_COMMIT, "head_commit": None},
+        "started_at": "2026-11-29T10:00:00Z",
+        "ended_at": "2026-11-29T10:02:10Z",
+        "status": status,
+        "changes": [],
+        "trajectory": {
+            "format": "gemini-contents",
+            "contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+        },
+        "audit": {"entries": [], "count": 0, "head": None},
+    }
+    report.update(overrides)
+    return report
+
+
+def make_report_bytes(session_id: str = "s1", status: str = "done", **overrides: Any) -> bytes:
+    return json.dumps(report_dict(session_id, status, **overrides)).encode()

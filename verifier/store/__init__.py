@@ -1,0 +1,21 @@
+"""The store of sessions and verification runs; see `verifier.store.db`."""
+
+from verifier.store.db import (
+    Rates,
+    RunRow,
+    SessionRow,
+    Store,
+    current_revision,
+    head_revision,
+    upgrade,
+)
+
+__all__ = [
+    "Rates",
+    "RunRow",
+    "SessionRow",
+    "Store",
+    "current_revision",
+    "head_revision",
+    "upgrade",
+]

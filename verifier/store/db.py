@@ -1,0 +1,549 @@
+"""The store: reports as received, and every verification run of them.
+
+`Store.open(url)` connects to SQLite or PostgreSQL. A SQLite file is created and
+migrated on first use; any other database must already be at the head revision
+(`verifier db upgrade`), so that several workers never race to migrate it.
+Callers get frozen rows (`SessionRow`, `RunRow`, `Rates`), never ORM objects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from alembic import command
+from alembic.config import Config as AlembicConfig
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from alembic.util import CommandError
+from sqlalchemy import (
+    Connection,
+    Engine,
+    FunctionFilter,
+    Select,
+    Subquery,
+    create_engine,
+    event,
+    func,
+    select,
+)
+from sqlalchemy.engine import make_url
+from sqlalchemy.engine.interfaces import DBAPIConnection
+from sqlalchemy.exc import (
+    ArgumentError,
+    IntegrityError,
+    InterfaceError,
+    NoSuchModuleError,
+    OperationalError,
+)
+from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import ConnectionPoolEntry
+
+import verifier
+from verifier.errors import ConfigError, InfrastructureError, NotFound, SessionConflict
+from verifier.findings import CheckStatus, DeliveryStatus, Finding, Verification
+from verifier.store.models import (
+    ClaimedChangeModel,
+    FindingModel,
+    RejectedReportModel,
+    RunModel,
+    SessionModel,
+)
+
+if TYPE_CHECKING:  # the contract's models load the google-genai SDK; the store never needs it
+    from verifier.contract import Report
+
+MIGRATIONS_DIR = Path(verifier.__file__).resolve().parent.parent / "migrations"
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+CONNECT_TIMEOUT_S = 10
+MIGRATION_LOCK_ID = 0x7665_7269  # any constant: PostgreSQL advisory lock key for migrating
+# Alembic's `context` and `op` are module-level proxies: one command per process at a time.
+_ALEMBIC_COMMAND = threading.Lock()
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    """A stored session; the report bytes themselves come from `Store.report_bytes`."""
+
+    session_id: str
+    agent_name: str
+    agent_version: str | None
+    agent_model: str | None
+    tool_profile: str | None
+    repo_name: str
+    base_commit: str
+    head_commit: str | None
+    raw_status: str
+    status: str
+    done: bool
+    started_at: datetime
+    ended_at: datetime
+    report_sha256: str
+    ingested_at: datetime
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One verification run; `findings` in check order, then in each check's order."""
+
+    id: int
+    session_id: str
+    verifier_version: str
+    delivery_status: DeliveryStatus
+    changes_status: CheckStatus | None
+    tests_status: CheckStatus | None
+    audit_status: CheckStatus | None
+    started_at: datetime
+    finished_at: datetime
+    duration_s: float
+    result: dict[str, Any]
+    findings: tuple[Finding, ...]
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Counts over all sessions, each judged by its latest run; rates are None when empty.
+
+    A session never verified counts in `unverified`, and against `delivered_rate`.
+    """
+
+    sessions: int
+    done: int
+    delivered: int
+    not_delivered: int
+    inconclusive: int
+    unverified: int
+    done_rate: float | None
+    delivered_rate: float | None
+
+
+class Store:
+    """Sessions and their verification runs in one database."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+
+    @classmethod
+    def open(cls, url: str) -> Store:
+        """Connect; migrate a SQLite database, require any other to be at head."""
+        engine = make_engine(url)
+        try:
+            with _reachable(engine):
+                if engine.dialect.name == "sqlite":
+                    _upgrade(engine)
+                else:
+                    _require_head(engine)
+        except BaseException:
+            engine.dispose()
+            raise
+        return cls(engine)
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def ingest(self, report: Report) -> tuple[SessionRow, bool]:
+        """Store a report once; True when it is new.
+
+        The same bytes again change nothing. Other bytes under a stored session id
+        raise `SessionConflict` and the first report stands.
+        """
+        stored = self._find_session(report.session_id)
+        if stored is None:
+            try:
+                return self._insert_session(report), True
+            except IntegrityError:
+                # Another writer stored this id between our read and our insert.
+                stored = self._find_session(report.session_id)
+                if stored is None:
+                    raise
+        if stored.report_sha256 != report.sha256:
+            raise SessionConflict(report.session_id, stored.report_sha256, report.sha256)
+        return stored, False
+
+    def record_run(self, verification: Verification) -> int:
+        """Append a run and its findings; earlier runs are never changed. Returns its id."""
+
+        def status(name: str) -> str | None:
+            result = verification.checks.get(name)
+            return None if result is None else result.status.value
+
+        run = RunModel(
+            session_id=verification.session_id,
+            verifier_version=verification.verifier_version,
+            delivery_status=verification.delivery_status.value,
+            changes_status=status("changes"),
+            tests_status=status("tests"),
+            audit_status=status("audit"),
+            started_at=verification.started_at,
+            finished_at=verification.finished_at,
+            duration_s=(verification.finished_at - verification.started_at).total_seconds(),
+            result=verification.to_dict(),
+        )
+        try:
+            with self._transaction() as session:
+                session.add(run)
+                session.flush()
+                session.add_all(
+                    _finding_model(run.id, name, ordinal, finding)
+                    for name, result in verification.checks.items()
+                    for ordinal, finding in enumerate(result.findings)
+                )
+                return run.id
+        except IntegrityError:
+            self.get_session(verification.session_id)  # NotFound when that is the cause
+            raise
+
+    def reject(self, raw: bytes, *, source: str, field: str, problem: str) -> int:
+        """Keep the bytes of a report that could not be read, with why. Returns its id."""
+        row = RejectedReportModel(
+            source=source,
+            field=field,
+            problem=problem,
+            report=raw,
+            report_sha256=hashlib.sha256(raw).hexdigest(),
+        )
+        with self._transaction() as session:
+            session.add(row)
+            session.flush()
+            return row.id
+
+    def rejected(self) -> list[tuple[int, str, str, str, bytes]]:
+        """Every rejected report: id, source, field, problem and the bytes, oldest first."""
+        with self._transaction() as session:
+            rows = session.execute(
+                select(
+                    RejectedReportModel.id,
+                    RejectedReportModel.source,
+                    RejectedReportModel.field,
+                    RejectedReportModel.problem,
+                    RejectedReportModel.report,
+                ).order_by(RejectedReportModel.id)
+            ).all()
+        return [(r[0], r[1], r[2], r[3], r[4]) for r in rows]
+
+    def get_session(self, session_id: str) -> SessionRow:
+        stored = self._find_session(session_id)
+        if stored is None:
+            raise NotFound(f"session {session_id!r} is not stored")
+        return stored
+
+    def report_bytes(self, session_id: str) -> bytes:
+        """The report exactly as it was received."""
+        with self._transaction() as session:
+            raw = session.scalar(
+                select(SessionModel.report).where(SessionModel.session_id == session_id)
+            )
+        if raw is None:
+            raise NotFound(f"session {session_id!r} is not stored")
+        return raw
+
+    def runs(self, session_id: str) -> list[RunRow]:
+        """Every run of a session, oldest first."""
+        with self._transaction() as session:
+            if session.get(SessionModel, session_id) is None:
+                raise NotFound(f"session {session_id!r} is not stored")
+            runs = session.scalars(select(RunModel).where(RunModel.session_id == session_id))
+            ids = select(RunModel.id).where(RunModel.session_id == session_id)
+            return _run_rows(session, runs.all(), ids)
+
+    def latest_runs(self) -> list[tuple[SessionRow, RunRow | None]]:
+        """Every session with its latest run (None when never verified), newest first."""
+        latest = _latest_run_ids()
+        with self._transaction() as session:
+            pairs = session.execute(
+                select(SessionModel, RunModel)
+                .outerjoin(latest, latest.c.session_id == SessionModel.session_id)
+                .outerjoin(RunModel, RunModel.id == latest.c.run_id)
+                .order_by(SessionModel.started_at.desc(), SessionModel.session_id)
+            ).all()
+            runs = [run for _, run in pairs if run is not None]
+            by_id = {row.id: row for row in _run_rows(session, runs, select(latest.c.run_id))}
+            return [(_session_row(s), None if run is None else by_id[run.id]) for s, run in pairs]
+
+    def rates(self) -> Rates:
+        """Done and delivered counts, each session judged by its latest run."""
+        latest = _latest_run_ids()
+
+        def delivery(status: DeliveryStatus) -> FunctionFilter[int]:
+            return func.count(RunModel.id).filter(RunModel.delivery_status == status.value)
+
+        with self._transaction() as session:
+            row = session.execute(
+                select(
+                    func.count(SessionModel.session_id),
+                    func.count(SessionModel.session_id).filter(SessionModel.done),
+                    delivery(DeliveryStatus.DELIVERED),
+                    delivery(DeliveryStatus.NOT_DELIVERED),
+                    delivery(DeliveryStatus.INCONCLUSIVE),
+                    func.count(RunModel.id),
+                )
+                .outerjoin(latest, latest.c.session_id == SessionModel.session_id)
+                .outerjoin(RunModel, RunModel.id == latest.c.run_id)
+            ).one()
+        sessions, done, delivered, not_delivered, inconclusive, verified = row
+        return Rates(
+            sessions=sessions,
+            done=done,
+            delivered=delivered,
+            not_delivered=not_delivered,
+            inconclusive=inconclusive,
+            unverified=sessions - verified,
+            done_rate=done / sessions if sessions else None,
+            delivered_rate=delivered / sessions if sessions else None,
+        )
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Session]:
+        with _reachable(self._engine), self._sessions.begin() as session:
+            yield session
+
+    def _find_session(self, session_id: str) -> SessionRow | None:
+        with self._transaction() as session:
+            stored = session.get(SessionModel, session_id)
+            return None if stored is None else _session_row(stored)
+
+    def _insert_session(self, report: Report) -> SessionRow:
+        doc = report.doc
+        row = SessionModel(
+            session_id=doc.session_id,
+            agent_name=doc.agent.name,
+            agent_version=doc.agent.version,
+            agent_model=doc.agent.model,
+            tool_profile=doc.agent.tool_profile,
+            repo_name=doc.repo.name,
+            base_commit=doc.repo.base_commit,
+            head_commit=doc.repo.head_commit,
+            raw_status=doc.status,
+            status=report.status,
+            done=report.done,
+            started_at=doc.started_at,
+            ended_at=doc.ended_at,
+            report=report.raw,
+            report_sha256=report.sha256,
+        )
+        with self._transaction() as session:
+            session.add(row)
+            session.flush()
+            session.add_all(
+                ClaimedChangeModel(
+                    session_id=doc.session_id,
+                    ordinal=ordinal,
+                    path=change.path,
+                    action=change.action,
+                    sha256_before=change.sha256_before,
+                    sha256_after=change.sha256_after,
+                )
+                for ordinal, change in enumerate(doc.changes)
+            )
+            return _session_row(row)
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for `url`; for SQLite, the file's folder is created and pragmas set."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        # The message of `exc` does not repeat the URL, which may hold a password.
+        raise ConfigError(f"database URL is not valid: {exc}") from None
+    try:
+        if parsed.get_backend_name() != "sqlite":
+            timeout = {"connect_timeout": CONNECT_TIMEOUT_S}
+            connect_args = timeout if parsed.get_backend_name() == "postgresql" else {}
+            return create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
+        engine = create_engine(parsed)
+    except (NoSuchModuleError, ImportError) as exc:
+        masked = parsed.render_as_string(hide_password=True)
+        raise ConfigError(f"database URL {masked}: no driver for it ({exc})") from None
+    database = parsed.database or ""
+    if database not in ("", ":memory:") and not database.startswith("file:"):
+        try:
+            Path(database).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InfrastructureError(f"cannot create the folder of {database}: {exc}") from None
+    event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def alembic_config(connection: Connection | None = None) -> AlembicConfig:
+    """The Alembic configuration of the store, built in code; `connection` is used if given."""
+    config = AlembicConfig()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR).replace("%", "%%"))
+    if connection is not None:
+        config.attributes["connection"] = connection
+    return config
+
+
+@contextmanager
+def migration_connection(engine: Engine) -> Iterator[Connection]:
+    """A connection in one transaction for migrating, committed when the block succeeds.
+
+    A lock is taken first so that two migrations of one database run one after
+    the other: SQLite's write lock, PostgreSQL's transaction advisory lock. On
+    SQLite, foreign keys are off while batch migrations copy and drop tables,
+    and checked before commit.
+    """
+    sqlite = engine.dialect.name == "sqlite"
+    with engine.connect() as connection:
+        if sqlite:
+            connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+        elif engine.dialect.name == "postgresql":
+            connection.execute(select(func.pg_advisory_xact_lock(MIGRATION_LOCK_ID)))
+        try:
+            yield connection
+            if sqlite and connection.exec_driver_sql("PRAGMA foreign_key_check").first():
+                raise ConfigError("migration left rows whose foreign keys do not resolve")
+            connection.commit()
+        finally:
+            if sqlite:
+                connection.rollback()
+                connection.exec_driver_sql("PRAGMA foreign_keys=ON")
+
+
+def upgrade(url: str) -> None:
+    """Migrate the database at `url` to the head revision (`verifier db upgrade`)."""
+    engine = make_engine(url)
+    try:
+        with _reachable(engine):
+            _upgrade(engine)
+    finally:
+        engine.dispose()
+
+
+def current_revision(url: str) -> str | None:
+    """The revision the database at `url` is at; None when it was never migrated."""
+    engine = make_engine(url)
+    try:
+        with _reachable(engine), engine.connect() as connection:
+            return MigrationContext.configure(connection).get_current_revision()
+    finally:
+        engine.dispose()
+
+
+def head_revision() -> str:
+    """The revision this verifier's models correspond to."""
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None, f"no migration in {MIGRATIONS_DIR}"
+    return head
+
+
+def _upgrade(engine: Engine) -> None:
+    with migration_connection(engine) as connection, _ALEMBIC_COMMAND:
+        try:
+            command.upgrade(alembic_config(connection), "head")
+        except CommandError as exc:
+            raise ConfigError(
+                f"cannot migrate database {_masked(engine)}: {exc} "
+                "(was it migrated by a newer verifier?)"
+            ) from None
+
+
+def _require_head(engine: Engine) -> None:
+    with engine.connect() as connection:
+        current = MigrationContext.configure(connection).get_current_heads()
+    head = head_revision()
+    if current != (head,):
+        found = ", ".join(current) or "no revision (never migrated)"
+        raise ConfigError(
+            f"database {_masked(engine)} is at {found}, this verifier needs revision {head}: "
+            "run `verifier db upgrade`"
+        )
+
+
+@contextmanager
+def _reachable(engine: Engine) -> Iterator[None]:
+    """Turn a database we cannot talk to into an `InfrastructureError`."""
+    try:
+        yield
+    except (OperationalError, InterfaceError) as exc:
+        reason = str(exc.orig).strip() or type(exc.orig).__name__
+        raise InfrastructureError(f"database {_masked(engine)} cannot be used: {reason}") from exc
+
+
+def _masked(engine: Engine) -> str:
+    return engine.url.render_as_string(hide_password=True)
+
+
+def _sqlite_pragmas(dbapi_connection: DBAPIConnection, record: ConnectionPoolEntry) -> None:
+    cursor = dbapi_connection.cursor()
+    for pragma in (f"busy_timeout={SQLITE_BUSY_TIMEOUT_MS}", "foreign_keys=ON", "journal_mode=WAL"):
+        cursor.execute(f"PRAGMA {pragma}")
+    cursor.close()
+
+
+def _latest_run_ids() -> Subquery:
+    """Subquery (session_id, run_id) of each session's latest run: runs only ever grow."""
+    return (
+        select(RunModel.session_id, func.max(RunModel.id).label("run_id"))
+        .group_by(RunModel.session_id)
+        .subquery()
+    )
+
+
+def _session_row(model: SessionModel) -> SessionRow:
+    return SessionRow(**{f.name: getattr(model, f.name) for f in dataclasses.fields(SessionRow)})
+
+
+def _finding_model(run_id: int, check_name: str, ordinal: int, finding: Finding) -> FindingModel:
+    return FindingModel(
+        run_id=run_id,
+        check_name=check_name,
+        ordinal=ordinal,
+        code=finding.code,
+        message=finding.message,
+        path=finding.path,
+        expected=finding.expected,
+        found=finding.found,
+    )
+
+
+def _run_rows(session: Session, runs: Sequence[RunModel], run_ids: Select[int]) -> list[RunRow]:
+    """Frozen rows of `runs`, oldest first, with their findings (`run_ids` selects them)."""
+    findings: dict[int, list[FindingModel]] = {}
+    for model in session.scalars(select(FindingModel).where(FindingModel.run_id.in_(run_ids))):
+        findings.setdefault(model.run_id, []).append(model)
+    return [_run_row(run, findings.get(run.id, [])) for run in sorted(runs, key=lambda r: r.id)]
+
+
+def _run_row(run: RunModel, findings: list[FindingModel]) -> RunRow:
+    # The stored result keeps the checks in the order the run reported them.
+    check_order = {name: i for i, name in enumerate(run.result.get("checks", {}))}
+    findings = sorted(findings, key=lambda f: (check_order.get(f.check_name, 0), f.ordinal))
+
+    def status(value: str | None) -> CheckStatus | None:
+        return None if value is None else CheckStatus(value)
+
+    return RunRow(
+        id=run.id,
+        session_id=run.session_id,
+        verifier_version=run.verifier_version,
+        delivery_status=DeliveryStatus(run.delivery_status),
+        changes_status=status(run.changes_status),
+        tests_status=status(run.tests_status),
+        audit_status=status(run.audit_status),
+        started_at=run.started_at,
+        finished_at=run.finished_at,
+        duration_s=run.duration_s,
+        result=run.result,
+        findings=tuple(Finding(f.code, f.message, f.path, f.expected, f.found) for f in findings),
+    )
