@@ -1,0 +1,70 @@
+"""Sessions for tests, built the way the contract describes: a scripted model,
+the reference harness, a real git repository."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from gitrepo import GitRepo
+
+from verifier.harness import ScriptedModel, Session, call, model_turn, run_session
+
+CALC = "def add(a, b):\n    return a + b\n\n\ndef subtract(a, b):\n    return a + b\n"
+TESTS = (
+    "from calc import add, subtract\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
+    "def test_subtract():\n    assert subtract(5, 3) == 2\n"
+)
+BASE = {
+    "calc.py": CALC,
+    "tests/test_calc.py": TESTS,
+    "pytest.ini": "[pytest]\npythonpath = .\n",
+    ".gitignore": "__pycache__/\n*.pyc\n.pytest_cache/\nbuild/\n",
+}
+FIX = {
+    "path": "calc.py",
+    "start_line": 6,
+    "end_line": 6,
+    "expected": "    return a + b\n",
+    "replacement": "    return a - b\n",
+}
+PYTEST = ["{python}", "-m", "pytest", "-q"]
+
+
+def calc_repo(path: Path) -> GitRepo:
+    repo = GitRepo(path)
+    repo.commit(BASE, "base")
+    return repo
+
+
+def fix_turns(replacement: str = FIX["replacement"]) -> list[Any]:
+    return [
+        model_turn(call("read_file", "c1", path="calc.py")),
+        model_turn(call("replace_lines", "c2", **{**FIX, "replacement": replacement})),
+        model_turn("Fixed subtract()."),
+    ]
+
+
+def fixed_session(repo: GitRepo, sid: str = "s-1", *, commit: bool = True, **kw: Any) -> Session:
+    """A clean session that fixes subtract(); committed unless commit=False."""
+    turns = kw.pop("turns", None) or fix_turns()
+    return run_session(repo.path, sid, "Fix subtract.", ScriptedModel(turns), commit=commit, **kw)
+
+
+def to_bytes(report: dict[str, Any]) -> bytes:
+    return json.dumps(report, ensure_ascii=False).encode("utf-8")
+
+
+def config_toml(tmp: Path, repo: GitRepo, **repo_keys: Any) -> Path:
+    """A configuration file registering `repo` as `calc`, with a real pytest command."""
+    keys = {"path": str(repo.path), "test_command": PYTEST, "test_timeout": 60, **repo_keys}
+    lines = ["[verifier]", "test_timeout = 60", "", "[repositories.calc]"]
+    lines += [f"{k} = {json.dumps(v)}" for k, v in keys.items()]
+    path = tmp / "verifier.toml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+PYTHON = sys.executable
