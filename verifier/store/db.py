@@ -19,11 +19,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config as AlembicConfig
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from alembic.util import CommandError
 from sqlalchemy import (
     Connection,
     Engine,
@@ -33,6 +28,7 @@ from sqlalchemy import (
     create_engine,
     event,
     func,
+    inspect,
     select,
 )
 from sqlalchemy.engine import make_url
@@ -59,9 +55,14 @@ from verifier.store.models import (
 )
 
 if TYPE_CHECKING:  # the contract's models load the google-genai SDK; the store never needs it
+    from alembic.config import Config as AlembicConfig
+
     from verifier.contract import Report
 
 MIGRATIONS_DIR = Path(verifier.__file__).resolve().parent.parent / "migrations"
+# The newest migration. Opening a store that is already there needs no Alembic (whose
+# import costs half a second of every command); a test keeps this equal to Alembic's head.
+HEAD_REVISION = "0001"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 CONNECT_TIMEOUT_S = 10
 MIGRATION_LOCK_ID = 0x7665_7269  # any constant: PostgreSQL advisory lock key for migrating
@@ -138,7 +139,9 @@ class Store:
         engine = make_engine(url)
         try:
             with _reachable(engine):
-                if engine.dialect.name == "sqlite":
+                if _stored_revisions(engine) == (HEAD_REVISION,):
+                    pass
+                elif engine.dialect.name == "sqlite":
                     _upgrade(engine)
                 else:
                     _require_head(engine)
@@ -386,6 +389,8 @@ def make_engine(url: str) -> Engine:
 
 def alembic_config(connection: Connection | None = None) -> AlembicConfig:
     """The Alembic configuration of the store, built in code; `connection` is used if given."""
+    from alembic.config import Config as AlembicConfig
+
     config = AlembicConfig()
     config.set_main_option("script_location", str(MIGRATIONS_DIR).replace("%", "%%"))
     if connection is not None:
@@ -434,20 +439,26 @@ def current_revision(url: str) -> str | None:
     """The revision the database at `url` is at; None when it was never migrated."""
     engine = make_engine(url)
     try:
-        with _reachable(engine), engine.connect() as connection:
-            return MigrationContext.configure(connection).get_current_revision()
+        with _reachable(engine):
+            revisions = _stored_revisions(engine)
+        return revisions[0] if revisions else None
     finally:
         engine.dispose()
 
 
 def head_revision() -> str:
-    """The revision this verifier's models correspond to."""
+    """The revision this verifier's models correspond to, as Alembic finds it."""
+    from alembic.script import ScriptDirectory
+
     head = ScriptDirectory.from_config(alembic_config()).get_current_head()
     assert head is not None, f"no migration in {MIGRATIONS_DIR}"
     return head
 
 
 def _upgrade(engine: Engine) -> None:
+    from alembic import command
+    from alembic.util import CommandError
+
     with migration_connection(engine) as connection, _ALEMBIC_COMMAND:
         try:
             command.upgrade(alembic_config(connection), "head")
@@ -458,10 +469,18 @@ def _upgrade(engine: Engine) -> None:
             ) from None
 
 
-def _require_head(engine: Engine) -> None:
+def _stored_revisions(engine: Engine) -> tuple[str, ...]:
+    """The revisions in Alembic's version table; empty when never migrated."""
     with engine.connect() as connection:
-        current = MigrationContext.configure(connection).get_current_heads()
-    head = head_revision()
+        if not inspect(connection).has_table("alembic_version"):
+            return ()
+        rows = connection.exec_driver_sql("SELECT version_num FROM alembic_version").all()
+    return tuple(sorted(row[0] for row in rows))
+
+
+def _require_head(engine: Engine) -> None:
+    current = _stored_revisions(engine)
+    head = HEAD_REVISION
     if current != (head,):
         found = ", ".join(current) or "no revision (never migrated)"
         raise ConfigError(
