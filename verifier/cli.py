@@ -192,7 +192,7 @@ def _ingest_one(store: Store, source: str) -> dict[str, str]:
     return {"report": source, "result": result, "session_id": parsed.session_id, "message": ""}
 
 
-@main.command("show")
+@main.command("show", short_help="A stored session with its runs and latest findings.")
 @click.argument("session_id")
 @config_option
 @format_option
@@ -209,7 +209,7 @@ def show_cmd(session_id: str, config_path: Path | None, fmt: str) -> None:
             render.session(render.console(), session, runs)
 
 
-@main.command("list")
+@main.command("list", short_help="Stored sessions, latest verdicts, done and delivered rates.")
 @config_option
 @format_option
 def list_cmd(config_path: Path | None, fmt: str) -> None:
@@ -242,7 +242,7 @@ def db_upgrade_cmd(config_path: Path | None) -> None:
         click.echo("database is at the latest revision")
 
 
-@main.command("demo")
+@main.command("demo", short_help="Sample sessions on a sample repository: done versus delivered.")
 @click.option(
     "--dir",
     "workdir",

@@ -187,9 +187,13 @@ def parse_report(raw: bytes) -> Report:
             "$", f"report is {len(raw)} bytes, over the limit of {MAX_REPORT_BYTES} bytes"
         )
     try:
-        data = json.loads(raw)
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidReport("$", f"not UTF-8 text: {exc.reason} at byte {exc.start}") from None
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise InvalidReport("$", "nested too deeply to read") from None
     except json.JSONDecodeError as exc:
         raise InvalidReport(
             "$", f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"

@@ -1,0 +1,5 @@
+"""`python -m verifier` is the `verifier` command."""
+
+from verifier.cli import main
+
+main()
