@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import sys
 from collections.abc import Callable, Mapping
@@ -107,8 +108,18 @@ class Scenario:
     build: Callable[[Path, str], dict[str, Any]]
 
 
+def _run_command(root: Path, args: Mapping[str, Any]) -> dict[str, Any]:
+    """run_command without durations in its output, so the demo's reports are reproducible."""
+    response = DEFAULT_TOOLS["run_command"](root, args)
+    response["output"] = re.sub(r" in \d+\.\d+s\b", "", response["output"])
+    return response
+
+
+TOOLS: dict[str, Tool] = {**DEFAULT_TOOLS, "run_command": _run_command}
+
+
 def _delivered(root: Path, sid: str) -> dict[str, Any]:
-    return run_session(root, sid, TASK, ScriptedModel(_fix()), commit=True).report()
+    return run_session(root, sid, TASK, ScriptedModel(_fix()), commit=True, tools=TOOLS).report()
 
 
 def _missing_file(root: Path, sid: str) -> dict[str, Any]:
@@ -143,7 +154,7 @@ def _off_by_one(root: Path, args: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _wrong_range(root: Path, sid: str) -> dict[str, Any]:
-    tools: dict[str, Tool] = {**DEFAULT_TOOLS, "replace_lines": _off_by_one}
+    tools: dict[str, Tool] = {**TOOLS, "replace_lines": _off_by_one}
     session = run_session(
         root, sid, TASK, ScriptedModel(_fix()[:2] + _fix()[3:]), tools=tools, commit=True
     )
@@ -175,7 +186,9 @@ def _tests_fail(root: Path, sid: str) -> dict[str, Any]:
 
 def _audit_gap(root: Path, sid: str) -> dict[str, Any]:
     """The harness lost the log record of the edit; the rest of the chain is sound."""
-    session = run_session(root, sid, TASK + " (audited)", ScriptedModel(_fix()), commit=True)
+    session = run_session(
+        root, sid, TASK + " (audited)", ScriptedModel(_fix()), commit=True, tools=TOOLS
+    )
     bodies = [b for b in session.bodies if b.get("call_id") != "c2"]
     return session.report(bodies=bodies)
 
