@@ -153,6 +153,18 @@ def test_missing_test_runner_is_an_error_not_a_failure(repo: GitRepo) -> None:
     assert "PATH searched" in finding.message
 
 
+def test_runner_that_cannot_start_is_an_error(repo: GitRepo, tmp_path: Path) -> None:
+    commit = repo.commit({"test_a.py": PASSING})
+    garbage = tmp_path / "not-a-program"
+    garbage.write_bytes(b"\x00\x01 no shebang, no ELF header")
+    garbage.chmod(0o755)
+
+    result = check(repo.path, commit, [str(garbage)], 60, OFF)
+
+    assert result.status is CheckStatus.ERROR
+    assert _codes(result) == ["tests.runner_failed"]
+
+
 def test_unknown_head_commit_is_a_snapshot_error(repo: GitRepo) -> None:
     repo.commit({"test_a.py": PASSING})
 

@@ -1,0 +1,50 @@
+"""docs/findings.md, the code and the tests agree on every finding code."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CODE = re.compile(r"^(change|tests|audit)\.[a-z_]+$")
+LITERAL = re.compile(r"""["']((?:change|tests|audit)\.[a-z_]+)["']""")
+# Strings of that shape that are JSON paths into a report, not finding codes.
+NOT_CODES = {"audit.count", "audit.entries", "audit.head"}
+
+
+def documented() -> set[str]:
+    text = (ROOT / "docs" / "findings.md").read_text(encoding="utf-8")
+    return {m for m in re.findall(r"^\| `([a-z_.]+)` \|", text, re.MULTILINE) if CODE.match(m)}
+
+
+def literals(folder: str, exclude: str = "") -> set[str]:
+    found: set[str] = set()
+    for path in (ROOT / folder).rglob("*.py"):
+        if exclude and exclude in path.parts:
+            continue
+        found |= set(LITERAL.findall(path.read_text(encoding="utf-8")))
+    return found
+
+
+def test_every_emitted_code_is_documented() -> None:
+    emitted = (literals("verifier") | literals("audit")) - NOT_CODES
+    assert emitted - documented() == set()
+
+
+def test_every_documented_code_is_emitted() -> None:
+    emitted = literals("verifier") | literals("audit")
+    assert documented() - emitted == set()
+
+
+def test_every_code_has_a_test_that_names_it() -> None:
+    tested = {
+        code
+        for path in (ROOT / "tests").rglob("test_*.py")
+        if path.name != Path(__file__).name and "benchmarks" not in path.parts
+        for code in LITERAL.findall(path.read_text(encoding="utf-8"))
+    }
+    assert documented() - tested == set()
+
+
+def test_the_catalogue_is_not_empty() -> None:
+    assert len(documented()) >= 50
