@@ -175,3 +175,44 @@ def test_report_object_is_frozen(report: dict[str, Any]) -> None:
     again = copy.deepcopy(report)
     again["status"] = "error"
     assert parsed.doc.status == "done"
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        (b'{"a": NaN}', "NaN is not a JSON value"),
+        (b'{"a": -Infinity}', "-Infinity is not a JSON value"),
+        (b'{"a": 1, "a": 2}', "the key 'a' appears twice"),
+        (b'{"a": ' + b"9" * 5000 + b"}", "not readable JSON"),
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    ],
+)
+def test_what_python_json_accepts_but_json_does_not_is_refused(raw: bytes, problem: str) -> None:
+    assert problem in _invalid(raw).problem
+
+
+def test_a_lone_surrogate_names_its_field(report: dict[str, Any]) -> None:
+    raw = to_bytes(report).replace(b'"path": "calc.py"', b'"path": "calc\\ud800.py"', 1)
+    error = _invalid(raw)
+    assert error.field == "changes.0.path"
+    assert "surrogate" in error.problem
+
+
+def test_a_surrogate_pair_escape_is_fine(report: dict[str, Any]) -> None:
+    raw = to_bytes(report).replace(b'"Fix subtract."', b'"Fix \\ud83d\\ude00"', 1)
+    assert parse_report(raw).doc.task == "Fix \U0001f600"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("count", "4"), ("count", 4.0)],
+)
+def test_audit_count_must_be_a_json_integer(report: dict[str, Any], field: str, value: Any) -> None:
+    report["audit"][field] = value
+    assert _invalid(report).field == f"audit.{field}"
+
+
+@pytest.mark.parametrize("value", [1764410400, "2026-11-29T10:00:00+02:00"])
+def test_timestamps_must_be_utc_strings(report: dict[str, Any], value: Any) -> None:
+    report["ended_at"] = value
+    assert _invalid(report).field == "ended_at"

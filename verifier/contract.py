@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sys
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
@@ -22,8 +23,10 @@ from pydantic import (
     AfterValidator,
     AwareDatetime,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
+    StrictInt,
     StringConstraints,
     ValidationError,
 )
@@ -56,11 +59,20 @@ Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 SessionId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._:-]{1,128}$")]
 
 
+def _rfc3339_utc(value: Any) -> Any:
+    """A JSON string ending in Z or +00:00; numbers and other offsets are refused."""
+    if not isinstance(value, str):
+        raise ValueError("expected an RFC 3339 UTC date-time string")
+    if not value.endswith(("Z", "z", "+00:00")):
+        raise ValueError("expected a UTC date-time (ending in Z or +00:00)")
+    return value
+
+
 def _utc(value: datetime) -> datetime:
     return value.astimezone(UTC)
 
 
-Timestamp = Annotated[AwareDatetime, AfterValidator(_utc)]
+Timestamp = Annotated[AwareDatetime, BeforeValidator(_rfc3339_utc), AfterValidator(_utc)]
 
 
 class _Model(BaseModel):
@@ -86,12 +98,12 @@ class Repo(_Model):
 
 
 class Usage(_Model):
-    turns: int | None = None
-    tool_calls: int | None = None
-    prompt_tokens: int | None = None
-    output_tokens: int | None = None
-    thoughts_tokens: int | None = None
-    cached_tokens: int | None = None
+    turns: StrictInt | None = None
+    tool_calls: StrictInt | None = None
+    prompt_tokens: StrictInt | None = None
+    output_tokens: StrictInt | None = None
+    thoughts_tokens: StrictInt | None = None
+    cached_tokens: StrictInt | None = None
 
 
 class ClaimedChange(_Model):
@@ -107,7 +119,7 @@ class AgentTests(_Model):
     """What the agent says it ran: recorded, never trusted."""
 
     command: str | list[str] | None = None
-    exit_code: int | None = None
+    exit_code: StrictInt | None = None
     summary: str | None = None
 
 
@@ -120,7 +132,7 @@ class AuditDoc(_Model):
     """Entries stay raw: the audit check judges them, malformed ones included."""
 
     entries: list[dict[str, Any]]
-    count: int
+    count: StrictInt
     head: str | None = None
 
 
@@ -191,13 +203,23 @@ def parse_report(raw: bytes) -> Report:
     except UnicodeDecodeError as exc:
         raise InvalidReport("$", f"not UTF-8 text: {exc.reason} at byte {exc.start}") from None
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
+    except _NotJSON as exc:
+        raise InvalidReport("$", str(exc)) from None
     except RecursionError:
         raise InvalidReport("$", "nested too deeply to read") from None
     except json.JSONDecodeError as exc:
         raise InvalidReport(
             "$", f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise InvalidReport("$", f"not readable JSON: {exc}") from None
+    if _SURROGATE_ESCAPE.search(text):
+        where = _lone_surrogate(data, "")
+        if where is not None:
+            raise InvalidReport(
+                where or "$", "a string holds a lone UTF-16 surrogate (not Unicode)"
+            )
     if not isinstance(data, dict):
         raise InvalidReport("$", f"expected a JSON object, got {type(data).__name__}")
     if "schema_version" not in data:
@@ -213,6 +235,53 @@ def parse_report(raw: bytes) -> Report:
         raise _invalid(exc) from None
     trajectory = load_trajectory(doc.trajectory.contents)
     return Report(doc=doc, trajectory=trajectory, raw=raw, sha256=hashlib.sha256(raw).hexdigest())
+
+
+class _NotJSON(ValueError):
+    """Something `json.loads` accepts that RFC 8259 JSON does not allow."""
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotJSON(f"{name} is not a JSON value")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object, refusing a key given twice (parsers disagree on which one wins)."""
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _NotJSON(f"the key {key!r} appears twice in one object")
+            seen.add(key)
+    return result
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _lone_surrogate(value: Any, where: str) -> str | None:
+    """The dotted path of the first string (or key) holding a lone surrogate."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return where
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            path = f"{where}.{key}" if where else str(key)
+            if _lone_surrogate(key, path) is not None:
+                return path
+            found = _lone_surrogate(item, path)
+            if found is not None:
+                return found
+    if isinstance(value, list):
+        for n, item in enumerate(value):
+            found = _lone_surrogate(item, f"{where}.{n}" if where else str(n))
+            if found is not None:
+                return found
+    return None
 
 
 def _invalid(exc: ValidationError) -> InvalidReport:

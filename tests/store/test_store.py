@@ -247,7 +247,7 @@ def test_rates_judge_each_session_by_its_latest_run(store: Store) -> None:
 
 def test_times_come_back_aware_in_utc(store: Store) -> None:
     paris = timezone(timedelta(hours=2))
-    store.ingest(report(started_at="2026-11-29T12:00:00+02:00"))
+    store.ingest(report(started_at="2026-11-29T10:00:00.000+00:00"))
     store.record_run(verification(started_at=datetime(2026, 11, 29, 12, 5, tzinfo=paris)))
 
     (run,) = store.runs("s1")
