@@ -164,8 +164,10 @@ def test_missing_repository_is_inconclusive(repo: GitRepo, tmp_path: Path) -> No
     assert v.checks["tests"].status is CheckStatus.SKIPPED
 
 
-def test_unregistered_repository_without_path_is_inconclusive(repo: GitRepo) -> None:
-    v = verify(parse_report(to_bytes(fixed_session(repo).report())), Config())
+def test_the_report_does_not_choose_its_repository(repo: GitRepo) -> None:
+    report = fixed_session(repo).report()
+    report["repo"]["path"] = str(repo.path)  # unregistered name, path given by the report
+    v = verify(parse_report(to_bytes(report)), Config())
     assert v.delivery_status is DeliveryStatus.INCONCLUSIVE
     assert "repositories.calc.path" in v.checks["changes"].findings[0].message
 
@@ -206,3 +208,50 @@ def test_verification_json_has_the_documented_keys(repo: GitRepo) -> None:
     } <= set(data)
     assert set(data["checks"]) == {"changes", "tests", "audit"}
     assert data["verified_at"].endswith("Z")
+
+
+def test_two_calls_sharing_an_id_are_both_audited(repo: GitRepo) -> None:
+    """A second call reusing an id cannot hide behind the first call's entry."""
+    report = fixed_session(repo).report()
+    contents = report["trajectory"]["contents"]
+    contents[3]["parts"][0]["function_call"]["id"] = "c1"
+    contents[4]["parts"][0]["function_response"]["id"] = "c1"
+    v = check(repo, report)
+    assert "audit.duplicate_call_id" in all_codes(v)
+    assert v.delivery_status is DeliveryStatus.NOT_DELIVERED
+
+
+def test_a_call_outside_a_model_turn_is_reported(repo: GitRepo) -> None:
+    report = fixed_session(repo).report()
+    report["trajectory"]["contents"][0]["parts"].append(
+        {"function_call": {"name": "delete_file", "args": {"path": "calc.py"}}}
+    )
+    v = check(repo, report)
+    assert [f.code for f in v.checks["audit"].findings] == ["audit.call_outside_model_turn"]
+
+
+def test_a_response_two_turns_late_is_an_orphan_and_the_call_unanswered(repo: GitRepo) -> None:
+    report = fixed_session(repo).report()
+    contents = report["trajectory"]["contents"]
+    late = contents[2]["parts"].pop()
+    contents[2]["parts"].append({"text": "(lost)"})
+    contents[-1]["parts"].append(late)
+    v = check(repo, report)
+    codes = {f.code for f in v.checks["audit"].findings}
+    assert {"audit.response_without_call", "audit.response_missing"} <= codes
+
+
+def test_french_end_status_matches_its_canonical_report_status(repo: GitRepo) -> None:
+    session = fixed_session(repo)
+    session.bodies[-1]["status"] = "terminé"
+    v = check(repo, session.report())
+    assert v.checks["audit"].findings == ()
+
+
+def test_an_unknown_tool_profile_is_a_note_not_an_error(repo: GitRepo) -> None:
+    report = fixed_session(repo).report()
+    report["agent"]["tool_profile"] = "vendor-x"
+    v = check(repo, report)
+    assert v.delivery_status is DeliveryStatus.DELIVERED
+    assert v.checks["audit"].details["unknown_calls"] == ["read_file", "replace_lines"]
+    assert any("vendor-x" in note for note in v.notes)

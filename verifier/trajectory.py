@@ -69,6 +69,7 @@ class Trajectory:
     calls: tuple[ToolCall, ...]
     orphan_responses: tuple[OrphanResponse, ...]
     ignored_keys: tuple[str, ...]
+    misplaced_calls: tuple[ToolCall, ...] = ()
 
     @property
     def final_text(self) -> str | None:
@@ -95,24 +96,30 @@ def load_trajectory(contents: Sequence[Any]) -> Trajectory:
             error = exc.errors()[0]
             loc = ".".join(str(p) for p in error["loc"])
             raise InvalidReport(f"{where}.{loc}" if loc else where, error["msg"]) from None
-    calls, orphans = _pair(loaded)
-    return Trajectory(tuple(loaded), tuple(calls), tuple(orphans), tuple(ignored))
+    calls, orphans, misplaced = _pair(loaded)
+    return Trajectory(tuple(loaded), tuple(calls), tuple(orphans), tuple(ignored), tuple(misplaced))
 
 
-def _pair(contents: list[types.Content]) -> tuple[list[ToolCall], list[OrphanResponse]]:
+def _pair(
+    contents: list[types.Content],
+) -> tuple[list[ToolCall], list[OrphanResponse], list[ToolCall]]:
     """Give each call its id and its response from the next user/tool turn.
 
     A response with an id answers the call with that id; a call without an id
     is answered by the response of the same name at the same rank among those
-    without an id.
+    without an id. Returns the calls of model turns, the responses that answer
+    none of them, and the calls found outside model turns (never executed by a
+    harness that follows the contract, so they cannot be paired).
     """
     calls: list[ToolCall] = []
-    orphans: list[OrphanResponse] = []
+    misplaced: list[ToolCall] = []
+    used: set[tuple[int, int]] = set()
     for i, content in enumerate(contents):
-        if content.role != "model":
-            continue
         found = [(j, p.function_call) for j, p in enumerate(content.parts or ()) if p.function_call]
         if not found:
+            continue
+        if content.role != "model":
+            misplaced.extend(_call(i, j, fc, None) for j, fc in found)
             continue
         following = contents[i + 1] if i + 1 < len(contents) else None
         responses: list[tuple[int, types.FunctionResponse]] = []
@@ -127,28 +134,34 @@ def _pair(contents: list[types.Content]) -> tuple[list[ToolCall], list[OrphanRes
         for k, r in responses:
             if not r.id:
                 by_name[r.name].append((k, r))
-        used: set[int] = set()
         for j, fc in found:
-            match = by_id.get(fc.id) if fc.id else None
+            match = by_id.pop(fc.id, None) if fc.id else None
             if match is None and not fc.id and by_name[fc.name]:
                 match = by_name[fc.name].pop(0)
             if match is not None:
-                used.add(match[0])
-            calls.append(
-                ToolCall(
-                    call_id=fc.id or f"t{i}.p{j}",
-                    name=fc.name or "",
-                    args=dict(fc.args or {}),
-                    turn=i,
-                    part=j,
-                    call=fc,
-                    response=match[1] if match else None,
-                )
-            )
-        orphans.extend(
-            OrphanResponse(i + 1, k, r.name, r.id) for k, r in responses if k not in used
-        )
-    return calls, orphans
+                used.add((i + 1, match[0]))
+            calls.append(_call(i, j, fc, match[1] if match else None))
+    orphans = [
+        OrphanResponse(i, k, p.function_response.name, p.function_response.id)
+        for i, content in enumerate(contents)
+        for k, p in enumerate(content.parts or ())
+        if p.function_response and (i, k) not in used
+    ]
+    return calls, orphans, misplaced
+
+
+def _call(
+    i: int, j: int, fc: types.FunctionCall, response: types.FunctionResponse | None
+) -> ToolCall:
+    return ToolCall(
+        call_id=fc.id or f"t{i}.p{j}",
+        name=fc.name or "",
+        args=dict(fc.args or {}),
+        turn=i,
+        part=j,
+        call=fc,
+        response=response,
+    )
 
 
 def _strip(value: Any, model: type[pydantic.BaseModel], where: str, ignored: list[str]) -> Any:

@@ -17,7 +17,7 @@ from verifier.config import Config, RepositoryConfig
 from verifier.contract import Report
 from verifier.errors import ConfigError
 from verifier.findings import CheckResult, CheckStatus, Verification, decide
-from verifier.profiles import load_profile
+from verifier.profiles import Profile, load_profile
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,8 @@ def verify(
     """Decide whether the session of `report` delivered its work.
 
     1. resolve the repository: ``--repo``, else the configured path of
-       ``repo.name``, else the report's ``repo.path``;
+       ``repo.name`` (never the report's own ``repo.path``: a report does not
+       choose what it is checked against);
     2. changes: the claims against the repository;
     3. tests: the configured test command on an isolated copy of the head state;
     4. audit: the hash chain, its completeness, and the effects against the claims;
@@ -49,10 +50,10 @@ def verify(
     started = datetime.now(UTC)
     say = progress or (lambda _line: None)
     repo_config = config.repository(report.doc.repo.name)
-    profile = load_profile(config.profiles_dir, report.doc.agent.tool_profile)
+    profile, profile_note = _profile(report, config)
     log.info("verifying session %s (%s)", report.session_id, report.sha256)
 
-    repo_path = _resolve_repo(report, repo_config, options)
+    repo_path = _resolve_repo(repo_config, options)
     say(f"repository: {repo_path if repo_path else 'not found'}")
 
     say("checking changes")
@@ -66,6 +67,7 @@ def verify(
     checks = {"changes": changes, "tests": tests, "audit": audit}
     verdict = decide(list(checks.values()))
     notes = tuple(f"ignored unknown key {k}" for k in report.trajectory.ignored_keys[:20])
+    notes += (profile_note,) if profile_note else ()
     return Verification(
         session_id=report.session_id,
         agent_status=report.doc.status,
@@ -79,12 +81,19 @@ def verify(
     )
 
 
-def _resolve_repo(report: Report, repo_config: RepositoryConfig, options: Options) -> Path | None:
+def _profile(report: Report, config: Config) -> tuple[Profile, str | None]:
+    """The report's tool profile; one we do not have leaves every call unknown, with a note."""
+    name = report.doc.agent.tool_profile
+    try:
+        return load_profile(config.profiles_dir, name), None
+    except ConfigError as exc:
+        return Profile(name or "default"), f"{exc}: every call is reported as unknown"
+
+
+def _resolve_repo(repo_config: RepositoryConfig, options: Options) -> Path | None:
     if options.repo_path is not None:
         return options.repo_path
-    if repo_config.path is not None:
-        return repo_config.path
-    return Path(report.doc.repo.path) if report.doc.repo.path else None
+    return repo_config.path
 
 
 def _changes(report: Report, repo_path: Path | None, repo_config: RepositoryConfig) -> CheckResult:

@@ -6,8 +6,9 @@ Steps of `check`:
    calls the profile does not know are reported (in ``details``), never dropped;
 2. hand the trail, the calls with their responses and the claims to the
    ``audit`` package, which verifies the chain and its completeness;
-3. add what only the report can tell: responses that answer no call, and a
-   ``session_end`` status that differs from the report's status.
+3. add what only the report can tell: a call id used twice, calls outside model
+   turns, responses that answer no call, and a ``session_end`` status that
+   differs from the report's status (aliases compared as their canonical form).
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from typing import Any
 
 from audit import Call, Change, verify_trail
 from audit.findings import Finding
-from verifier.contract import Report
+from verifier.contract import Report, canonical_status
 from verifier.findings import CheckResult
 from verifier.profiles import ActionKind, Profile
+from verifier.trajectory import ToolCall
 
 NAME = "audit"
 
@@ -46,15 +48,42 @@ def check(report: Report, profile: Profile) -> CheckResult:
         Finding(
             "audit.response_without_call",
             f"trajectory turn {o.turn} part {o.part}: a function_response "
-            f"({o.name!r}, id {o.id!r}) answers no call of the previous model turn",
+            f"({o.name!r}, id {o.id!r}) answers no call of the model turn before it",
             path=f"trajectory.contents.{o.turn}.parts.{o.part}",
         )
         for o in report.trajectory.orphan_responses
     )
+    seen: dict[str, ToolCall] = {}
+    for c in report.trajectory.calls:
+        if c.call_id in seen:
+            first = seen[c.call_id]
+            findings.append(
+                Finding(
+                    "audit.duplicate_call_id",
+                    f"call id {c.call_id!r} is used by two calls (turn {first.turn} part "
+                    f"{first.part} and turn {c.turn} part {c.part}): each call needs its own "
+                    "audit entry",
+                    path=f"trajectory.contents.{c.turn}.parts.{c.part}",
+                    expected="a call id used once",
+                    found=c.call_id,
+                )
+            )
+        seen.setdefault(c.call_id, c)
+    findings.extend(
+        Finding(
+            "audit.call_outside_model_turn",
+            f"trajectory turn {c.turn} part {c.part}: a function_call ({c.name!r}) in a "
+            "turn whose role is not 'model'",
+            path=f"trajectory.contents.{c.turn}.parts.{c.part}",
+            expected="model",
+            found=str(report.trajectory.contents[c.turn].role),
+        )
+        for c in report.trajectory.misplaced_calls
+    )
     entries = report.doc.audit.entries
     if entries and entries[-1].get("kind") == "session_end":
         ended = entries[-1].get("status")
-        if ended != report.doc.status:
+        if not isinstance(ended, str) or canonical_status(ended) != report.status:
             findings.append(
                 Finding(
                     "audit.status_mismatch",
