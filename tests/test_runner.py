@@ -8,6 +8,7 @@ import os
 import socket
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,27 @@ def _run(
         isolate_network=isolate_network,
         excerpt_bytes=excerpt_bytes,
     )
+
+
+def _none_running(token: str, within_s: float = 5.0) -> bool:
+    """True once no live process has `token` in its command line."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        alive = []
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                cmdline = (proc / "cmdline").read_bytes()
+                state = (proc / "stat").read_text().rpartition(")")[2].split()[0]
+            except OSError:
+                continue
+            if token.encode() in cmdline and state not in ("Z", "X"):
+                alive.append(proc.name)
+        if not alive:
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def _gone(pid: int, within_s: float = 5.0) -> bool:
@@ -118,10 +140,11 @@ def test_relative_program_that_is_not_executable_is_runner_not_found(tmp_path: P
     "isolate", [False, pytest.param(True, marks=needs_isolation)], ids=["plain", "unshare"]
 )
 def test_timeout_kills_the_whole_process_group(tmp_path: Path, isolate: bool) -> None:
+    token = f"verifier-grandchild-{uuid.uuid4().hex}"
     code = (
         "import subprocess, sys, time\n"
-        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
-        "print(child.pid, flush=True)\n"
+        f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', {token!r}])\n"
+        "print('started', flush=True)\n"
         "time.sleep(60)\n"
     )
     started = time.monotonic()
@@ -130,8 +153,23 @@ def test_timeout_kills_the_whole_process_group(tmp_path: Path, isolate: bool) ->
     assert out.timed_out
     assert out.exit_code is None
     assert 1.5 <= out.duration_s < 10
-    grandchild = int(out.output_excerpt.split()[0])
-    assert _gone(grandchild)
+    assert "started" in out.output_excerpt
+    assert _none_running(token)
+
+
+def test_a_grandchild_that_leaves_the_group_dies_with_the_sandbox(tmp_path: Path) -> None:
+    if not network_isolation_available():
+        pytest.skip("the unshare sandbox does not work on this machine")
+    token = f"verifier-setsid-{uuid.uuid4().hex}"
+    code = (
+        "import subprocess, sys\n"
+        f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', {token!r}],"
+        " start_new_session=True)\n"
+        "print('started', flush=True)\n"
+    )
+    out = _run(tmp_path, sys.executable, "-c", code, timeout_s=30, isolate_network=True)
+    assert out.exit_code == 0
+    assert _none_running(token)
 
 
 def test_background_process_left_behind_is_killed_when_the_command_exits(

@@ -2,8 +2,12 @@
 
 An argument list, never a shell; an explicit `cwd`; a minimal environment with
 no secrets (`minimal_env`); stdin closed; a timeout after which the whole
-process group is killed; optionally no network (`unshare -rn`, a user namespace
-with an empty network namespace). The output is read as it comes, so a chatty
+process group is killed; optionally a sandbox (`unshare`): a user namespace with
+an empty network namespace, its own PID namespace (the verifier's processes and
+their environment are out of sight, and nothing survives the run), and its own
+mount namespace where the paths in `hide` (the checked repository, our
+configuration and database, credential files) are covered by empty read-only
+mounts before the command starts. The output is read as it comes, so a chatty
 process cannot block on a full pipe, and kept as a bounded excerpt (head and
 tail) beside the SHA-256 and size of the whole log.
 """
@@ -13,11 +17,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import json
 import os
 import select
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -34,9 +40,31 @@ __all__ = [
 ]
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
-_UNSHARE = ("unshare", "-rn", "--")
-# unshare reports an exec failure with this prefix and exit status 127.
-_UNSHARE_EXEC_FAILED = b"unshare: failed to execute"
+_UNSHARE = ("unshare", "-rnm", "--pid", "--fork", "--kill-child", "--mount-proc", "--")
+# unshare, or our trampoline, report an exec failure with these prefixes and status 127.
+_EXEC_FAILED = (b"unshare: failed to execute", b"verifier-sandbox: cannot execute")
+_SANDBOX_FAILED = b"verifier-sandbox:"
+# Runs inside the namespaces: cover each path to hide, then become the command.
+# argv: [hide as JSON, executable, args...]. Directories get an empty read-only
+# tmpfs, files a bind mount of /dev/null.
+_TRAMPOLINE = """
+import ctypes, json, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+for path in json.loads(sys.argv[1]):
+    if os.path.isdir(path):
+        ok = libc.mount(b"none", path.encode(), b"tmpfs", 1, b"size=4k,mode=0555") == 0
+    else:
+        ok = libc.mount(b"/dev/null", path.encode(), None, 4096, None) == 0
+    if not ok:
+        reason = os.strerror(ctypes.get_errno())
+        sys.stderr.write("verifier-sandbox: cannot hide %s: %s\\n" % (path, reason))
+        sys.exit(125)
+try:
+    os.execv(sys.argv[2], sys.argv[2:])
+except OSError as exc:
+    sys.stderr.write("verifier-sandbox: cannot execute %s: %s\\n" % (sys.argv[2], exc))
+    sys.exit(127)
+"""
 _READ_CHUNK = 65536
 # After the main process has gone, how long we wait for the pipe to close.
 _DRAIN_S = 2.0
@@ -65,6 +93,7 @@ class RunOutcome:
     output_sha256: str
     output_bytes: int
     network_isolated: bool
+    hidden: tuple[str, ...] = ()
 
 
 def minimal_env(home: Path, tmp: Path) -> dict[str, str]:
@@ -86,7 +115,7 @@ def minimal_env(home: Path, tmp: Path) -> dict[str, str]:
 
 @functools.cache
 def network_isolation_available() -> bool:
-    """Whether `unshare -rn` works here (probed once per process)."""
+    """Whether the `unshare` sandbox works here (probed once per process)."""
     if shutil.which("unshare") is None:
         return False
     try:
@@ -111,11 +140,13 @@ def run(
     env: Mapping[str, str],
     isolate_network: bool,
     excerpt_bytes: int,
+    hide: Sequence[Path] = (),
 ) -> RunOutcome:
     """Run `argv` in `cwd` with exactly `env`; kill its process group at `timeout_s`.
 
-    Raises `RunnerNotFound` when `argv[0]` (or `unshare`, when isolating) cannot
-    be found or executed.
+    With `isolate_network`, the command runs in the sandbox and the existing
+    paths of `hide` are covered. Raises `RunnerNotFound` when `argv[0]` (or
+    `unshare`, when isolating) cannot be found or executed.
     """
     if not argv:
         raise ValueError("run() needs a non-empty argument list")
@@ -126,7 +157,11 @@ def run(
         unshare = shutil.which("unshare")
         if unshare is None:
             raise RunnerNotFound("unshare", os.environ.get("PATH", DEFAULT_PATH))
-        launch = [unshare, *_UNSHARE[1:], *launch]
+        hidden = _coverable(hide)
+        trampoline = [sys.executable, "-I", "-S", "-c", _TRAMPOLINE, json.dumps(hidden)]
+        launch = [unshare, *_UNSHARE[1:], *trampoline, *launch]
+    else:
+        hidden = ()
 
     log = _Log(excerpt_bytes)
     start = time.monotonic()
@@ -159,7 +194,10 @@ def run(
     duration = time.monotonic() - start
 
     exit_code = None if timed_out else proc.returncode
-    if isolate_network and exit_code == 127 and log.start.startswith(_UNSHARE_EXEC_FAILED):
+    if isolate_network and log.start.startswith(_SANDBOX_FAILED + b" cannot hide"):
+        detail = log.start.decode("utf-8", "replace").strip()
+        raise InfrastructureError(f"the sandbox could not start: {detail}")
+    if isolate_network and exit_code == 127 and log.start.startswith(_EXEC_FAILED):
         detail = log.start.decode("utf-8", "replace").strip()
         raise RunnerNotFound(argv[0], search_path, detail)
     return RunOutcome(
@@ -172,6 +210,16 @@ def run(
         output_sha256=log.sha256.hexdigest(),
         output_bytes=log.total,
         network_isolated=isolate_network,
+        hidden=hidden,
+    )
+
+
+def _coverable(paths: Sequence[Path]) -> tuple[str, ...]:
+    """The existing paths, less those inside a folder that is covered already."""
+    existing = [p for p in dict.fromkeys(paths) if p.exists()]
+    folders = [p for p in existing if p.is_dir()]
+    return tuple(
+        str(p) for p in existing if not any(f != p and p.is_relative_to(f) for f in folders)
     )
 
 

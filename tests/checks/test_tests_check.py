@@ -196,14 +196,39 @@ def test_pytest_named_runner_exiting_0_without_a_report_fails_no_report(repo: Gi
     assert _codes(result) == ["tests.no_report"]
 
 
-def test_other_runner_exiting_0_passes_without_counting_tests(repo: GitRepo) -> None:
-    commit = repo.commit({"check.py": "print('ok')\n"})
+def test_other_runner_exiting_0_is_inconclusive_as_nothing_was_counted(repo: GitRepo) -> None:
+    commit = repo.commit({"check.py": "print('Ran 0 tests')\n"})
 
     result = check(repo.path, commit, ["{python}", "check.py"], 60, OFF)
 
-    assert result.status is CheckStatus.PASS
+    assert result.status is CheckStatus.ERROR
+    assert _codes(result) == ["tests.uncounted"]
     assert result.details["tests_counted"] is False
     assert result.details["counts"] is None
+
+
+def test_other_runner_exiting_1_still_fails(repo: GitRepo) -> None:
+    commit = repo.commit({"check.py": "raise SystemExit(1)\n"})
+
+    result = check(repo.path, commit, ["{python}", "check.py"], 60, OFF)
+
+    assert _codes(result) == ["tests.failed"]
+
+
+def test_a_fifo_in_place_of_the_junit_report_does_not_hang(repo: GitRepo) -> None:
+    conftest = (
+        "import os\n\n\ndef pytest_unconfigure(config):\n"
+        "    path = config.option.xmlpath\n"
+        "    if path:\n"
+        "        os.unlink(path)\n"
+        "        os.mkfifo(path)\n"
+    )
+    commit = repo.commit({"conftest.py": conftest, "test_a.py": PASSING})
+
+    result = check(repo.path, commit, PYTEST, 60, OFF)
+
+    assert _codes(result) == ["tests.no_report"]
+    assert "not a regular file" in result.findings[0].message
 
 
 def test_hanging_tests_fail_with_timeout(repo: GitRepo) -> None:
@@ -226,7 +251,7 @@ def test_shell_metacharacters_in_the_command_are_literal(repo: GitRepo, tmp_path
 
     result = check(repo.path, commit, [*command, "; touch pwned"], 60, OFF)
 
-    assert result.status is CheckStatus.PASS
+    assert result.details["exit_code"] == 0
     assert result.details["output_excerpt"].strip() == repr(
         ["a;b", "$(echo x)", "|", "; touch pwned"]
     )
@@ -275,7 +300,7 @@ def test_network_isolation_is_used_and_recorded_when_available(repo: GitRepo) ->
     assert isolated.status is CheckStatus.FAIL  # the connection was refused inside
     assert "Error" in isolated.details["output_excerpt"]
     assert open_net.details["network_isolated"] is False
-    assert open_net.status is CheckStatus.PASS
+    assert open_net.details["exit_code"] == 0
 
 
 def test_required_isolation_that_is_unavailable_is_an_error(
@@ -343,3 +368,38 @@ def test_user_junitxml_option_cannot_redirect_the_report(repo: GitRepo, tmp_path
     assert result.details["counts"]["passed"] == 2
     assert not elsewhere.exists()
     assert os.path.basename(result.details["argv"][-3]) == "junit.xml"
+
+
+@pytest.mark.skipif(
+    not runner.network_isolation_available(), reason="the unshare sandbox does not work here"
+)
+def test_sandbox_hides_the_repository_and_our_configuration(repo: GitRepo, tmp_path: Path) -> None:
+    secret_config = tmp_path / "verifier.toml"
+    secret_config.write_text('[verifier]\ndatabase_url = "postgresql://u:hunter2@db/x"\n')
+    probe = (
+        "import os\n\n\n"
+        "def test_the_original_repository_and_config_are_out_of_reach():\n"
+        f"    repo, config = {str(repo.path)!r}, {str(secret_config)!r}\n"
+        "    assert os.listdir(repo) == []\n"
+        "    assert open(config).read() == ''\n"
+        "    try:\n"
+        "        open(os.path.join(repo, 'pwned'), 'w')\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "    else:\n"
+        "        raise AssertionError('wrote into the checked repository')\n\n\n"
+        "def test_no_process_of_the_verifier_is_visible():\n"
+        "    pids = [p for p in os.listdir('/proc') if p.isdigit()]\n"
+        "    cmdlines = [open(f'/proc/{p}/cmdline', 'rb').read() for p in pids]\n"
+        "    assert not any(b'verifier' in c and b'pytest' not in c for c in cmdlines)\n"
+    )
+    commit = repo.commit({"test_probe.py": probe})
+    before = repo.snapshot()
+    config = replace(Config(), source=secret_config)
+
+    result = check(repo.path, commit, PYTEST, 60, config)
+
+    assert result.status is CheckStatus.PASS, result.details["output_excerpt"]
+    assert str(repo.path) in result.details["hidden"]
+    assert str(secret_config) in result.details["hidden"]
+    assert repo.snapshot() == before

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import stat
 import sys
 import tempfile
 import time
@@ -41,7 +42,7 @@ from typing import Any
 from verifier import runner
 from verifier.config import Config
 from verifier.errors import InfrastructureError
-from verifier.findings import CheckResult, Finding
+from verifier.findings import CheckResult, CheckStatus, Finding
 from verifier.runner import RunnerNotFound, RunOutcome
 from verifier.snapshot import SnapshotError, SnapshotInfo, materialize
 
@@ -101,7 +102,7 @@ def check(
         return _error(
             started,
             "tests.isolation_unavailable",
-            "network_isolation is 'required' but `unshare -rn` does not work on this machine",
+            "network_isolation is 'required' but the `unshare` sandbox does not work here",
         )
 
     with tempfile.TemporaryDirectory(prefix="verifier-tests-", ignore_cleanup_errors=True) as td:
@@ -129,6 +130,7 @@ def check(
                 env=runner.minimal_env(home, child_tmp),
                 isolate_network=isolate,
                 excerpt_bytes=config.output_excerpt_bytes,
+                hide=_hidden_paths(repo_path, config, keep=[tmp, Path(argv[0])]),
             )
         except RunnerNotFound as exc:
             return _error(started, "tests.runner_not_found", str(exc), argv=argv, mode=mode)
@@ -139,8 +141,53 @@ def check(
         counts, report_problem = _read_junit(junit) if is_pytest else (None, None)
     findings = _judge(outcome, timeout_s, is_pytest, counts, report_problem)
     details = _details(outcome, mode, snapshot, is_pytest, counts)
+    if not findings and not is_pytest:
+        # Exit 0 from a runner we cannot count proves nothing ran ("Ran 0 tests"
+        # exits 0 too): the question stays open rather than passing.
+        uncounted = Finding(
+            "tests.uncounted",
+            f"{os.path.basename(argv[0])!r} exited 0, but only pytest runs can be counted: "
+            "configure a pytest command to prove that at least one test ran",
+            expected="a counted test run",
+            found="exit code 0, tests not counted",
+        )
+        return _timed(CheckResult(NAME, CheckStatus.ERROR, (uncounted,), details), started)
     result = CheckResult.from_findings(NAME, findings, details)
     return _timed(result, started)
+
+
+# Credentials of the verifier's user that the code under test has no business reading.
+CREDENTIALS = (
+    ".ssh",
+    ".aws",
+    ".gnupg",
+    ".docker",
+    ".kube",
+    ".config/gcloud",
+    ".config/gh",
+    ".config/git",
+    ".pgpass",
+    ".netrc",
+    ".git-credentials",
+    ".gitconfig",
+    ".pypirc",
+)
+
+
+def _hidden_paths(repo_path: Path, config: Config, keep: Sequence[Path]) -> list[Path]:
+    """What the sandbox covers: the checked repository, our configuration and database,
+    and the user's credential files; never a path that holds what the run needs."""
+    candidates = [repo_path.resolve(), Path.home() / ".local" / "share" / "verifier"]
+    if config.source is not None:
+        candidates.append(config.source.resolve())
+    if config.database_url.startswith("sqlite:///"):
+        database = Path(config.database_url.removeprefix("sqlite:///").split("?")[0])
+        candidates += [database, Path(f"{database}-wal"), Path(f"{database}-shm")]
+    candidates += [Path.home() / name for name in CREDENTIALS]
+    needed = [
+        p.resolve() for p in (*keep, Path(sys.executable), Path(sys.prefix), Path(sys.base_prefix))
+    ]
+    return [c for c in candidates if not any(n == c or n.is_relative_to(c) for n in needed)]
 
 
 def _decide_isolation(setting: str) -> bool | None:
@@ -169,18 +216,27 @@ def _with_pytest_options(argv: list[str], junit: Path) -> list[str]:
 
 
 def _read_junit(path: Path) -> tuple[Counts | None, str | None]:
-    """The counts of a JUnit XML report, or None and why it could not be read."""
+    """The counts of a JUnit XML report, or None and why it could not be read.
+
+    The code under test can reach this file, so it is opened without following a
+    link and without blocking (a FIFO must not hang us), must be a regular file,
+    and is read up to a bound.
+    """
     try:
-        size = path.stat().st_size
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
         return None, f"pytest wrote no JUnit report at {path.name}"
     except OSError as exc:
         return None, f"cannot read the JUnit report: {exc}"
-    if size > MAX_JUNIT_BYTES:
-        return None, f"the JUnit report is {size} bytes, over the {MAX_JUNIT_BYTES} byte limit"
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None, "the JUnit report is not a regular file"
+        data = fh.read(MAX_JUNIT_BYTES + 1)
+    if len(data) > MAX_JUNIT_BYTES:
+        return None, f"the JUnit report is over the {MAX_JUNIT_BYTES} byte limit"
     try:
-        root = ET.parse(path).getroot()
-    except (ET.ParseError, OSError) as exc:
+        root = ET.fromstring(data)
+    except ET.ParseError as exc:
         return None, f"cannot parse the JUnit report: {exc}"
     totals = [0, 0, 0, 0]
     suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
@@ -288,6 +344,7 @@ def _details(
         "output_sha256": outcome.output_sha256,
         "output_bytes": outcome.output_bytes,
         "network_isolated": outcome.network_isolated,
+        "hidden": list(outcome.hidden),
         "snapshot": {
             "files": snapshot.files,
             "bytes": snapshot.bytes,
