@@ -80,7 +80,8 @@ def entry_hash(entry: Mapping[str, Any]) -> str:
 
     Raises `CanonicalizationError` when the entry has no JCS form.
     """
-    body = {k: v for k, v in entry.items() if k != "hash"}
+    body = dict(entry)
+    body.pop("hash", None)
     return hashlib.sha256(ENTRY_DOMAIN + canonicalize(body)).hexdigest()
 
 
@@ -355,7 +356,7 @@ def _ts_key(ts: str) -> tuple[int, int, int, int, int, int, str] | None:
     m = _TS.fullmatch(ts)
     if m is None:
         return None
-    year, month, day, hour, minute, second = (int(g) for g in m.group(1, 2, 3, 4, 5, 6))
+    year, month, day, hour, minute, second = map(int, m.group(1, 2, 3, 4, 5, 6))
     if second > 60:  # 60 is a leap second, which datetime cannot hold
         return None
     try:

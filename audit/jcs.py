@@ -1,20 +1,43 @@
 """JSON Canonicalization Scheme (RFC 8785) and the SHA-256 digests built on it.
 
 The audit trail hashes arguments, responses and entries in their JCS form, so
-two implementations that agree on RFC 8785 agree on every hash. The
-canonicalization itself is the `rfc8785` library's; this module only gives its
-errors one type and adds the digests.
+two implementations that agree on RFC 8785 agree on every hash. The reference
+canonicalization is the `rfc8785` library's; this module gives its errors one
+type and adds the digests.
+
+The library is pure Python and costs tens of microseconds per audit entry. For
+the values that make up nearly every trail (no floats, safe integers, ASCII
+keys) the JCS form is exactly what the standard library's C JSON encoder
+writes with sorted keys, no whitespace and no ASCII escaping, so `canonicalize`
+takes that path when `_encoder_agrees` proves it may, and the library's
+otherwise. Why the two agree on such values:
+
+* strings: both escape ``"`` and ``\\``, write ``\\b \\t \\n \\f \\r`` short and
+  the other controls below U+0020 as ``\\u00xx`` in lowercase hex, and leave
+  everything else literal (``/``, DEL, U+2028...); a lone surrogate fails the
+  strict UTF-8 encoding, and the library then reports it;
+* integers within +-(2**53 - 1), ``true``, ``false`` and ``null`` are written alike;
+* keys: for ASCII keys, code point order (Python's) is UTF-16 order (RFC 8785's).
+
+Floats, larger integers, other keys and other types (subclasses included) go
+to the library. tests/audit/test_jcs_fast_path.py holds the two paths to the
+same bytes on generated values.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+import json
+import json.encoder
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import rfc8785
 
 __all__ = ["CanonicalizationError", "canonicalize", "jcs_sha256", "sha256_hex"]
+
+_MAX_SAFE_INT = 2**53 - 1
+_SCALARS = frozenset((str, bool, type(None)))
 
 
 class CanonicalizationError(ValueError):
@@ -22,11 +45,97 @@ class CanonicalizationError(ValueError):
     non-string keys, lone surrogates, or types JSON does not have."""
 
 
+def _no_default(value: Any) -> Any:
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _make_encoder() -> Callable[[Any], str]:
+    """The C encoder's one-shot form, configured once; `json.JSONEncoder` without it."""
+    fallback = json.JSONEncoder(
+        ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
+    ).encode
+    # Neither is in the typeshed stubs; both are None without the C accelerator.
+    make = getattr(json.encoder, "c_make_encoder", None)
+    escape = getattr(json.encoder, "c_encode_basestring", None)
+    if make is None or escape is None:
+        return fallback
+    try:
+        # markers (None: no cycle check, `_encoder_agrees` has walked the value), default,
+        # string escaper, indent, key separator, item separator, sort_keys, skipkeys,
+        # allow_nan. Skipping `JSONEncoder.encode` halves the cost of a small value.
+        encode = make(None, _no_default, escape, None, ":", ",", True, False, False)
+    except TypeError:  # another interpreter's signature
+        return fallback
+    return lambda value: "".join(encode(value, 0))
+
+
+_encode = _make_encoder()
+
+
 def canonicalize(value: Any) -> bytes:
     """The RFC 8785 (JCS) bytes of `value`.
 
     Raises `CanonicalizationError` when `value` has no JCS form.
     """
+    try:
+        if _encoder_agrees(value):
+            return _encode(value).encode("utf-8")
+    except (UnicodeEncodeError, RecursionError):
+        pass  # a lone surrogate or a deep value: the library says what is wrong
+    return _library(value)
+
+
+def sha256_hex(data: bytes) -> str:
+    """Lowercase hex SHA-256 of `data`."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def jcs_sha256(value: Any) -> str:
+    """Lowercase hex SHA-256 of the JCS bytes of `value`."""
+    return hashlib.sha256(canonicalize(value)).hexdigest()
+
+
+def _encoder_agrees(value: Any) -> bool:
+    """Whether the C encoder writes `value` byte for byte as RFC 8785 does.
+
+    True when `value` holds only dicts with ASCII string keys, lists, strings,
+    booleans, None and integers within +-(2**53 - 1), all of exactly those types.
+    Scalars are tested inline: this walk runs once per hashed value.
+    """
+    kind = type(value)
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or not key.isascii():
+                return False
+            t = type(item)
+            if t in _SCALARS:
+                continue
+            if t is int:
+                if -_MAX_SAFE_INT <= item <= _MAX_SAFE_INT:
+                    continue
+                return False
+            if not _encoder_agrees(item):
+                return False
+        return True
+    if kind is list:
+        for item in value:
+            t = type(item)
+            if t in _SCALARS:
+                continue
+            if t is int:
+                if -_MAX_SAFE_INT <= item <= _MAX_SAFE_INT:
+                    continue
+                return False
+            if not _encoder_agrees(item):
+                return False
+        return True
+    if kind in _SCALARS:
+        return True
+    return kind is int and -_MAX_SAFE_INT <= value <= _MAX_SAFE_INT
+
+
+def _library(value: Any) -> bytes:
+    """The `rfc8785` library's JCS bytes of `value`, with our error type."""
     try:
         return rfc8785.dumps(value)
     except rfc8785.CanonicalizationError as exc:
@@ -41,16 +150,6 @@ def canonicalize(value: Any) -> bytes:
             raise CanonicalizationError(str(exc2)) from exc2
     except RecursionError as exc:
         raise CanonicalizationError("value is nested too deeply") from exc
-
-
-def sha256_hex(data: bytes) -> str:
-    """Lowercase hex SHA-256 of `data`."""
-    return hashlib.sha256(data).hexdigest()
-
-
-def jcs_sha256(value: Any) -> str:
-    """Lowercase hex SHA-256 of the JCS bytes of `value`."""
-    return hashlib.sha256(canonicalize(value)).hexdigest()
 
 
 def _plain(value: Any) -> Any:
