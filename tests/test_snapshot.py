@@ -192,3 +192,14 @@ def test_repository_is_unchanged_by_a_snapshot(repo: GitRepo, tmp_path: Path, mo
     materialize(repo.path, commit if mode == "commit" else None, tmp_path / "copy")
 
     assert repo.snapshot() == before
+
+
+def test_replace_refs_do_not_change_the_commit_copied(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "r")
+    base = repo.commit({"a.txt": "base\n"})
+    bad = repo.commit({"a.txt": "bad\n"})
+    repo.git("checkout", "-q", "--detach", base)
+    good = repo.commit({"a.txt": "good\n"})
+    repo.git("replace", bad, good)
+    materialize(repo.path, bad, tmp_path / "copy")
+    assert (tmp_path / "copy" / "a.txt").read_text() == "bad\n"

@@ -16,7 +16,8 @@ def unsafe_reason(path: str) -> str | None:
 
     The contract's rule: a relative POSIX path, compared byte for byte, with no
     absolute form, ``..``, backslash, NUL or empty segment. A ``.`` segment is
-    refused too: git never names a file that way, so the claim could not match.
+    refused too: git never names a file that way, so the claim could not match;
+    and so is a ``.git`` segment in any case: that is git's storage, not content.
     """
     if path == "":
         return "the path is empty"
@@ -33,6 +34,8 @@ def unsafe_reason(path: str) -> str | None:
         return "the path has an empty segment"
     if "." in segments:
         return "the path has a '.' segment"
+    if any(segment.lower() == ".git" for segment in segments):
+        return "the path is inside a '.git' folder, which is git's, not the repository's"
     return None
 
 

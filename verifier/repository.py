@@ -1,19 +1,37 @@
 """Read-only access to a git repository, through GitPython.
 
-Every git command runs with ``GIT_OPTIONAL_LOCKS=0`` and plumbing only, so
-nothing we do writes to the repository (not even an index refresh). Paths come
-from ``-z`` output as bytes and are decoded as UTF-8 with surrogateescape:
-byte for byte, no normalisation.
+The repository is the agent's work, so it is read as untrusted data:
+
+* git runs plumbing only, with ``GIT_OPTIONAL_LOCKS=0`` (no index refresh, nothing
+  written), a timeout, no inherited ``GIT_*`` variable (``GIT_DIR`` or
+  ``GIT_INDEX_FILE`` would point it elsewhere), no replace refs
+  (``refs/replace`` would swap the commit we check), and the repository's own
+  configuration denied the programs it could start (``core.fsmonitor``);
+* the working tree is compared with the base commit by hashing its files
+  ourselves, as git blobs of their raw bytes, never through the index: index
+  flags (``--assume-unchanged``, ``--skip-worktree``) and clean filters would
+  otherwise decide what we see, and filters are programs;
+* commits are resolved from hex only, never as ref names.
+
+Paths come from ``-z`` output as bytes, decoded as UTF-8 (no normalisation);
+bytes that are not UTF-8 are shown as ``\\xNN`` escapes, which no claim can
+name.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import string
+import subprocess
+import tempfile
+from collections.abc import Collection, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import git
-import gitdb.exc
 
 from verifier.errors import InfrastructureError
 from verifier.paths import UnsafeFile, read_in_root
@@ -21,6 +39,10 @@ from verifier.paths import UnsafeFile, read_in_root
 NULL_SHA = "0" * 40
 MODE_LINK = "120000"
 MODE_GITLINK = "160000"
+_CHUNK = 1 << 20
+#: `Repository.blob_sha256s` splits at least this many blobs between this many processes.
+BATCH_SPLIT_MIN = 64
+BATCH_PROCESSES = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +59,44 @@ class TreeEntry:
         return self.mode.startswith("100")
 
 
+GIT_TIMEOUT_S = 120.0
+# `-c` settings that outrank the repository's own configuration.
+SAFE_CONFIG = (
+    "-c", "core.quotepath=false",
+    "-c", "core.fsmonitor=false",
+    "-c", "core.untrackedCache=false",
+)  # fmt: skip
+
+
+def git_environment() -> dict[str, str]:
+    """Our environment for git: no inherited ``GIT_*``, no replace refs, no prompts."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0", GIT_NO_REPLACE_OBJECTS="1")
+    return env
+
+
 def _decode(raw: bytes) -> str:
-    return raw.decode("utf-8", "surrogateescape")
+    return raw.decode("utf-8", "backslashreplace")
+
+
+def _stream_sha256(out: IO[bytes], sha: str) -> str:
+    """Read one ``cat-file --batch`` record for `sha` from `out` and hash its contents."""
+    header = out.readline().split()
+    if header[1:] == [b"missing"]:
+        raise InfrastructureError(f"git cat-file: object {sha} is missing from the repository")
+    if len(header) != 3 or header[0].decode("ascii", "replace") != sha:
+        shown = b" ".join(header).decode("utf-8", "replace") or "end of output"
+        raise InfrastructureError(f"git cat-file: expected object {sha}, got {shown!r}")
+    digest = hashlib.sha256()
+    remaining = int(header[2])
+    while remaining:
+        chunk = out.read(min(remaining, _CHUNK))
+        if not chunk:
+            raise InfrastructureError(f"git cat-file: object {sha} is cut short")
+        digest.update(chunk)
+        remaining -= len(chunk)
+    out.read(1)  # the newline that ends the record
+    return digest.hexdigest()
 
 
 class Repository:
@@ -54,7 +112,7 @@ class Repository:
         if self._repo.bare:
             raise InfrastructureError(f"{str(path)!r} is a bare repository: no working tree")
         self.root = Path(self._repo.working_tree_dir or path).resolve()
-        self._repo.git.update_environment(GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0")
+        self._env = git_environment()
 
     def close(self) -> None:
         self._repo.close()
@@ -65,24 +123,51 @@ class Repository:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _run(self, *args: str) -> bytes:
+    def _run(self, *args: str, stdin: bytes | None = None) -> bytes:
         try:
-            out = self._repo.git.execute(
-                ["git", "-c", "core.quotepath=false", *args],
-                stdout_as_string=False,
-                strip_newline_in_stdout=False,
+            done = subprocess.run(
+                ["git", *SAFE_CONFIG, *args],
+                cwd=self.root,
+                env=self._env,
+                input=stdin,
+                capture_output=True,
+                timeout=GIT_TIMEOUT_S,
+                check=False,
             )
-        except git.GitCommandError as exc:
-            raise InfrastructureError(f"git {args[0]} failed: {exc.stderr.strip()}") from None
-        assert isinstance(out, bytes)
-        return out
+        except subprocess.TimeoutExpired:
+            raise InfrastructureError(f"git {args[0]} took over {GIT_TIMEOUT_S:g}s") from None
+        except OSError as exc:
+            raise InfrastructureError(f"cannot run git: {exc}") from None
+        if done.returncode != 0:
+            error = done.stderr.decode("utf-8", "replace").strip()
+            raise InfrastructureError(f"git {args[0]} failed: {error}")
+        return done.stdout
 
     def resolve_commit(self, rev: str) -> str | None:
-        """The full hash of commit `rev`, or None when the repository lacks it."""
-        try:
-            return str(self._repo.commit(rev).hexsha)
-        except (ValueError, gitdb.exc.BadName, gitdb.exc.BadObject, git.BadName):
+        """The full hash of the one commit whose hash starts with `rev`, or None.
+
+        Only object names are considered: a branch or tag named like a hash is not
+        the commit that hash names.
+        """
+        prefix = rev.lower()
+        if not 4 <= len(prefix) <= 64 or prefix.strip(string.hexdigits):
             return None
+        try:
+            out = self._run("rev-parse", f"--disambiguate={prefix}")
+        except InfrastructureError:
+            return None
+        candidates = out.decode("ascii", "replace").split()
+        if not candidates:
+            return None
+        kinds = self._run(
+            "cat-file", "--batch-check=%(objectname) %(objecttype)",
+            stdin="".join(f"{c}\n" for c in candidates).encode("ascii"),
+        )  # fmt: skip
+        commits = [
+            name for name, _, kind in (line.partition(" ") for line in kinds.decode().splitlines())
+            if kind == "commit"
+        ]  # fmt: skip
+        return commits[0] if len(commits) == 1 else None
 
     def tree(self, commit: str) -> dict[str, TreeEntry]:
         """Every entry of the commit's tree, recursively: path -> (mode, blob sha)."""
@@ -96,37 +181,69 @@ class Repository:
             entries[_decode(path)] = TreeEntry(mode.decode(), sha.decode())
         return entries
 
-    def blob(self, sha: str) -> bytes:
-        """The raw bytes of a blob."""
-        return bytes(self._repo.odb.stream(bytes.fromhex(sha)).read())
+    def blob_sha256s(self, shas: Collection[str]) -> dict[str, str]:
+        """The SHA-256 of each blob's raw bytes: blob sha -> hex digest.
+
+        ``git cat-file --batch`` reads the blobs, fed all ids at once: a round trip
+        per blob costs more than hashing it. Many blobs are split between
+        `BATCH_PROCESSES` such processes read by as many threads, since git inflates
+        and we hash in parallel (hashlib and pipe reads release the GIL).
+        """
+        wanted = sorted(set(shas))
+        if len(wanted) < BATCH_SPLIT_MIN:
+            return self._cat_file_sha256s(wanted) if wanted else {}
+        parts = [wanted[i::BATCH_PROCESSES] for i in range(BATCH_PROCESSES)]
+        digests: dict[str, str] = {}
+        with ThreadPoolExecutor(BATCH_PROCESSES, thread_name_prefix="cat-file") as pool:
+            for part in pool.map(self._cat_file_sha256s, parts):
+                digests.update(part)
+        return digests
+
+    def _cat_file_sha256s(self, wanted: Sequence[str]) -> dict[str, str]:
+        """Hash `wanted` blobs through one ``git cat-file --batch``, as they stream."""
+        with tempfile.TemporaryFile() as ids:
+            ids.write("".join(f"{sha}\n" for sha in wanted).encode("ascii"))
+            ids.seek(0)
+            process = self._repo.git.execute(
+                ["git", *SAFE_CONFIG, "cat-file", "--batch"],
+                istream=ids,
+                as_process=True,
+                env=self._env,
+            )
+            proc = process.proc
+            assert proc is not None and proc.stdout is not None
+            try:
+                digests = {sha: _stream_sha256(proc.stdout, sha) for sha in wanted}
+                process.wait()  # raises GitCommandError on a non-zero exit
+            except git.GitCommandError as exc:
+                raise InfrastructureError(f"git cat-file failed: {exc.stderr.strip()}") from None
+            finally:
+                if proc.poll() is None:  # we stopped reading early: stop git too
+                    proc.kill()
+                    proc.wait()
+                proc.stdout.close()
+                if proc.stderr is not None:
+                    proc.stderr.close()
+        return digests
 
     def changed_between(self, base: str, head: str) -> set[str]:
         """Paths whose content or mode differs between two commits."""
         out = self._run("diff-tree", "-r", "-z", "--no-renames", "--name-only", base, head)
         return {_decode(p) for p in out.split(b"\0") if p}
 
-    def changed_in_worktree(self, base: str, base_tree: dict[str, TreeEntry]) -> set[str]:
-        """Paths git would see as changed from `base` in the working tree.
+    def changed_in_worktree(self, base_tree: dict[str, TreeEntry], visible: set[str]) -> set[str]:
+        """Paths git would see as changed from the base tree in the working tree.
 
-        Tracked changes come from ``diff-index`` against the base commit; an entry
-        git reports only because its stat data is stale (null worktree hash) is
-        confirmed by hashing the file as a git blob. Untracked files that are not
-        ignored count as changes too.
+        Every file git would see (tracked, or untracked and not ignored) is hashed
+        as a git blob of its raw bytes and compared with the base tree, mode
+        included; a base file git no longer sees is a deletion. `visible` is
+        `worktree_paths()`.
         """
-        changed: set[str] = set()
-        out = self._run("diff-index", "-z", "--no-renames", "--raw", base)
-        fields = out.split(b"\0")
-        for meta, raw_path in zip(fields[0::2], fields[1::2], strict=False):
-            if not meta:
-                continue
-            old_mode, new_mode, _old_sha, new_sha, _status = meta.lstrip(b":").split(b" ")
-            path = _decode(raw_path)
-            if new_sha.decode() == NULL_SHA and old_mode == new_mode:
-                entry = base_tree.get(path)
-                if entry is not None and self._worktree_blob_sha(path) == entry.sha:
-                    continue
-            changed.add(path)
-        changed.update(self.untracked())
+        changed = {path for path in base_tree if path not in visible}
+        for path in visible:
+            entry = base_tree.get(path)
+            if entry is None or self._worktree_entry(path) != entry:
+                changed.add(path)
         return changed
 
     def worktree_paths(self) -> set[str]:
@@ -138,12 +255,18 @@ class Repository:
         out = self._run("ls-files", "-z", "--others", "--exclude-standard")
         return [_decode(p) for p in out.split(b"\0") if p]
 
-    def _worktree_blob_sha(self, rel: str) -> str | None:
+    def _worktree_entry(self, rel: str) -> TreeEntry | None:
+        """What git would record for `rel` now: its mode and blob sha; None if unreadable."""
         try:
             data = read_in_root(self.root, rel)
-        except (UnsafeFile, OSError):
-            return None  # a link or an odd file: count it as changed
+            mode = "100755" if os.access(self.root / rel, os.X_OK) else "100644"
+        except UnsafeFile as exc:
+            if exc.code != "change.symlink" or not (self.root / rel).is_symlink():
+                return None  # a link on the way, or not a file: count it as changed
+            data, mode = os.fsencode(os.readlink(self.root / rel)), MODE_LINK
+        except OSError:
+            return None
         if data is None:
             return None
         header = f"blob {len(data)}\0".encode()
-        return hashlib.sha1(header + data, usedforsecurity=False).hexdigest()
+        return TreeEntry(mode, hashlib.sha1(header + data, usedforsecurity=False).hexdigest())

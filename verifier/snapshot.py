@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import BinaryIO, NoReturn
 
 from verifier.errors import InfrastructureError
+from verifier.repository import SAFE_CONFIG, git_environment
 
 __all__ = ["SkippedPath", "SnapshotError", "SnapshotInfo", "materialize"]
 
@@ -249,13 +250,10 @@ class _Git:
     def __init__(self, path: Path, timeout_s: float) -> None:
         self.path = path
         self.timeout_s = timeout_s
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-        env["GIT_OPTIONAL_LOCKS"] = "0"
-        self.env = env
+        self.env = git_environment()
 
     def argv(self, *args: str) -> list[str]:
-        # core.fsmonitor could name a hook program; reading must run nothing.
-        return ["git", "-c", "core.quotepath=false", "-c", "core.fsmonitor=false", *args]
+        return ["git", *SAFE_CONFIG, *args]
 
     def run(self, *args: str, check: bool = True) -> bytes | None:
         """stdout of a git command; None when it fails and `check` is False."""

@@ -16,8 +16,8 @@ Steps of `check`:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from audit.findings import Finding
@@ -39,6 +39,10 @@ class Side:
     label: str
     tree: dict[str, TreeEntry] | None  # None: the working tree
     repo: Repository
+    # SHA-256 of the claimed blobs of `tree`, by blob sha (`Repository.blob_sha256s`).
+    digests: Mapping[str, str] = field(default_factory=dict)
+    # The working tree's files that git sees (tracked, or untracked and not ignored).
+    visible: set[str] = field(default_factory=set)
 
     def sha256(self, path: str) -> tuple[str | None, Finding | None]:
         """The file's SHA-256 (None when absent), or a finding when it cannot be a file."""
@@ -48,6 +52,13 @@ class Side:
             except UnsafeFile as exc:
                 return None, Finding(
                     exc.code, f"{path}: {exc.reason} in the working tree", path=path
+                )
+            if data is not None and path not in self.visible:
+                return None, Finding(
+                    "change.ignored",
+                    f"{path}: git ignores this file in the working tree, so it is not "
+                    "part of the repository's work",
+                    path=path,
                 )
             return (None if data is None else hashlib.sha256(data).hexdigest()), None
         entry = self.tree.get(path)
@@ -61,12 +72,12 @@ class Side:
             return None, Finding(
                 "change.not_a_file", f"{path}: is not a regular file in the {self.label}", path=path
             )
-        return hashlib.sha256(self.repo.blob(entry.sha)).hexdigest(), None
+        return self.digests[entry.sha], None
 
     def paths(self) -> set[str]:
         if self.tree is not None:
             return set(self.tree)
-        return self.repo.worktree_paths()
+        return self.visible
 
 
 def check(
@@ -143,15 +154,24 @@ def _compare(
         safe.append(claim)
 
     # 3. What git sees as changed from base to head.
-    base_side = Side("base commit", repo.tree(base), repo)
+    base_tree = repo.tree(base)
+    visible: set[str] = set()
     if head is None:
-        head_side = Side("working tree", None, repo)
-        changed = repo.changed_in_worktree(base, base_side.tree or {})
+        head_tree = None
+        visible = repo.worktree_paths()
+        changed = repo.changed_in_worktree(base_tree, visible)
     else:
-        head_side = Side("head commit", repo.tree(head), repo)
+        head_tree = repo.tree(head)
         changed = repo.changed_between(base, head)
 
-    # 4. Hash each claim at base and head.
+    # 4. Hash each claim at base and head; every claimed blob is read in one batch.
+    paths = [claim.path for claim in safe]
+    digests = repo.blob_sha256s([*_file_blobs(base_tree, paths), *_file_blobs(head_tree, paths)])
+    base_side = Side("base commit", base_tree, repo, digests)
+    if head_tree is None:
+        head_side = Side("working tree", None, repo, visible=visible)
+    else:
+        head_side = Side("head commit", head_tree, repo, digests)
     for claim in safe:
         findings.extend(_hash_findings(claim, base_side, head_side))
 
@@ -183,6 +203,16 @@ def _compare(
         "changed": len(changed),
     }
     return CheckResult.from_findings(NAME, findings, details)
+
+
+def _file_blobs(tree: Mapping[str, TreeEntry] | None, paths: Sequence[str]) -> Iterator[str]:
+    """The blob sha of each path that is a regular file in `tree` (none for the working tree)."""
+    if tree is None:
+        return
+    for path in paths:
+        entry = tree.get(path)
+        if entry is not None and entry.is_file and not entry.is_link:
+            yield entry.sha
 
 
 def _action_findings(claim: ClaimedChange) -> list[Finding]:

@@ -1,0 +1,135 @@
+"""The changes check cannot be steered by the repository it checks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from gitrepo import GitRepo, sha256
+from sessions import CALC
+
+from verifier.checks.changes import check
+from verifier.config import RepositoryConfig
+from verifier.contract import ClaimedChange
+from verifier.findings import CheckResult, CheckStatus
+
+CFG = RepositoryConfig("calc")
+FIXED = CALC.replace("subtract(a, b):\n    return a + b", "subtract(a, b):\n    return a - b")
+
+
+def modify(path: str, before: str, after: str) -> ClaimedChange:
+    return ClaimedChange(
+        path=path,
+        action="modify",
+        sha256_before=sha256(before.encode()),
+        sha256_after=sha256(after.encode()),
+    )
+
+
+def codes(result: CheckResult) -> list[str]:
+    return [f.code for f in result.findings]
+
+
+def test_repository_config_cannot_run_programs(repo: GitRepo, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    hook = tmp_path / "hook.sh"
+    hook.write_text(f"#!/bin/sh\nenv > {marker}\n")
+    hook.chmod(0o755)
+    repo.write({".gitattributes": "*.py filter=evil\n"})
+    base = repo.commit(msg="attributes")
+    repo.write({"calc.py": FIXED})
+    os.utime(repo.path / "tests" / "test_calc.py", (1, 1))  # stale stat: git would re-read it
+    # Set last: our own git commands above would have run them.
+    repo.git("config", "core.fsmonitor", str(hook))
+    repo.git("config", "filter.evil.clean", f"sh -c 'env > {marker}; cat'")
+    result = check(repo.path, base, None, [modify("calc.py", CALC, FIXED)], CFG)
+    assert result.status is CheckStatus.PASS, result.findings
+    assert not marker.exists()
+
+
+def test_assume_unchanged_cannot_hide_an_edit(repo: GitRepo) -> None:
+    base = repo.head()
+    repo.write({"tests/test_calc.py": "def test_subtract():\n    assert True\n"})
+    repo.git("update-index", "--assume-unchanged", "tests/test_calc.py")
+    repo.write({"calc.py": FIXED})
+    repo.git("update-index", "--skip-worktree", "calc.py")
+    result = check(repo.path, base, None, [], CFG)
+    assert sorted(f.path or "" for f in result.findings) == ["calc.py", "tests/test_calc.py"]
+    assert set(codes(result)) == {"change.undeclared"}
+
+
+def test_replace_refs_do_not_change_the_commit_checked(repo: GitRepo) -> None:
+    base = repo.head()
+    bad = repo.commit({"calc.py": FIXED.replace("a - b", "a * b")}, "really bad")
+    repo.git("checkout", "-q", "--detach", base)
+    good = repo.commit({"calc.py": FIXED}, "good")
+    repo.git("replace", bad, good)
+    result = check(repo.path, base, bad, [modify("calc.py", CALC, FIXED)], CFG)
+    assert codes(result) == ["change.hash_mismatch"]
+
+
+def test_a_ref_named_like_a_hash_is_not_taken_for_the_commit(repo: GitRepo) -> None:
+    base = repo.head()
+    head = repo.commit({"calc.py": FIXED})
+    repo.git("branch", "deadbeef", head)
+    result = check(repo.path, base, "deadbeef", [modify("calc.py", CALC, FIXED)], CFG)
+    assert codes(result) == ["change.head_missing"]
+
+
+def test_an_abbreviated_head_hash_is_resolved(repo: GitRepo) -> None:
+    base = repo.head()
+    head = repo.commit({"calc.py": FIXED})
+    result = check(repo.path, base, head[:12], [modify("calc.py", CALC, FIXED)], CFG)
+    assert result.status is CheckStatus.PASS, result.findings
+
+
+def test_claims_inside_dot_git_are_refused(repo: GitRepo) -> None:
+    base = repo.head()
+    for path in (".git/hooks/post-checkout", "sub/.GIT/config", ".git"):
+        claim = ClaimedChange(
+            path=path, action="create", sha256_before=None, sha256_after=sha256(b"x")
+        )
+        result = check(repo.path, base, None, [claim], CFG)
+        assert codes(result) == ["change.path_unsafe"], path
+
+
+def test_a_claimed_file_git_ignores_is_not_delivered(repo: GitRepo) -> None:
+    base = repo.head()
+    repo.write({"build/out.txt": "generated\n"})
+    claim = ClaimedChange(
+        path="build/out.txt",
+        action="create",
+        sha256_before=None,
+        sha256_after=sha256(b"generated\n"),
+    )
+    result = check(repo.path, base, None, [claim], CFG)
+    assert codes(result) == ["change.ignored"]
+
+
+def test_non_utf8_file_names_are_reported_readably(repo: GitRepo) -> None:
+    base = repo.head()
+    (repo.path / os.fsdecode(b"bad\xff.txt")).write_bytes(b"x")
+    result = check(repo.path, base, None, [], CFG)
+    assert codes(result) == ["change.undeclared"]
+    path = result.findings[0].path or ""
+    json.dumps(result.to_dict()).encode("utf-8")  # printable and storable
+    assert path == "bad\\xff.txt"
+
+
+def test_git_environment_of_the_caller_is_not_inherited(repo: GitRepo, tmp_path: Path) -> None:
+    base = repo.head()
+    head = repo.commit({"calc.py": FIXED})
+    env = {**os.environ, "GIT_DIR": str(tmp_path / "elsewhere"), "GIT_INDEX_FILE": "/nonexistent"}
+    code = (
+        "import sys; from pathlib import Path; from verifier.checks.changes import check;"
+        "from verifier.config import RepositoryConfig;"
+        f"r = check(Path({str(repo.path)!r}), {base!r}, {head!r}, [], RepositoryConfig('c'));"
+        "print([f.code for f in r.findings])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "['change.undeclared']"
