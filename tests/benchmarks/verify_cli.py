@@ -1,0 +1,170 @@
+"""Benchmark 3: `verifier verify` of one session against running the same pytest suite.
+
+The data: a small real repository (a package of 5 modules, a suite of 50 pytest
+tests, one of them failing at base) and a real session report built with the
+reference harness (`verifier.harness.run_session`, a scripted model that reads
+the module, fixes the bug with a bounded replace and commits). The repository's
+configured test command is ``python -m pytest -q``.
+
+The subject is the CLI, ``verifier verify report.json --config cfg --no-store
+--format json``, as a subprocess; and the same with the store (a temp SQLite
+file named by VERIFIER_DATABASE_URL, created and migrated in the warm-up). The
+raw operation is ``python -m pytest -q`` in the repository, as a subprocess.
+``python -X importtime`` shows what the CLI's start-up costs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.benchmarks.timing import Result, Row, measure
+from tests.gitrepo import GitRepo
+from verifier.harness import ScriptedModel, call, model_turn, run_session
+
+TARGET_FACTOR = 1.2
+TARGET_SLACK_S = 0.5
+TESTS = 50
+MODULES = 5
+VERIFIER = Path(sys.executable).with_name("verifier")
+# The start-up imports worth naming in the write-up (cumulative, where first imported).
+IMPORTS = ("verifier.cli", "google.genai", "verifier.store", "sqlalchemy", "git", "click")
+
+BUG = "    return a + b  # the bug\n"
+FIX = "    return a - b\n"
+
+
+def _module(i: int) -> str:
+    body = "".join(f"def f{j}(x):\n    return x * {j} + {i}\n\n\n" for j in range(10))
+    if i == 0:
+        body += "def subtract(a, b):\n" + BUG
+    return body
+
+
+def _tests(i: int) -> str:
+    lines = [f"from calc.m{i} import *  # noqa: F403\n", "\n"]
+    for j in range(TESTS // MODULES):
+        if i == 0 and j == 0:
+            lines.append("\ndef test_subtract():\n    assert subtract(5, 3) == 2  # noqa: F405\n")
+        else:
+            lines.append(f"\ndef test_f{j}():\n    assert f{j}(2) == {2 * j + i}  # noqa: F405\n")
+    return "".join(lines)
+
+
+def build(root: Path) -> tuple[GitRepo, dict[str, object]]:
+    """The repository at its base commit, then the session's report (head committed)."""
+    repo = GitRepo(root)
+    files = {f"calc/m{i}.py": _module(i) for i in range(MODULES)}
+    files |= {f"tests/test_m{i}.py": _tests(i) for i in range(MODULES)}
+    files |= {
+        "calc/__init__.py": "",
+        "pytest.ini": "[pytest]\npythonpath = .\n",
+        ".gitignore": "__pycache__/\n*.pyc\n.pytest_cache/\n",
+    }
+    repo.commit(files, "base")
+    line = _module(0).splitlines(keepends=True).index(BUG) + 1
+    turns = [
+        model_turn(call("read_file", "c1", path="calc/m0.py")),
+        model_turn(
+            call(
+                "replace_lines",
+                "c2",
+                path="calc/m0.py",
+                start_line=line,
+                end_line=line,
+                expected=BUG,
+                replacement=FIX,
+            )
+        ),
+        model_turn("Fixed subtract()."),
+    ]
+    session = run_session(
+        repo.path, "s-bench-verify", "Fix subtract.", ScriptedModel(turns), commit=True
+    )
+    session.repo_name = "bench"
+    return repo, session.report()
+
+
+def _config(tmp: Path, repo: GitRepo) -> Path:
+    command = [sys.executable, "-m", "pytest", "-q"]
+    path = tmp / "verifier.toml"
+    path.write_text(
+        "[verifier]\ntest_timeout = 120\n\n[repositories.bench]\n"
+        f"path = {json.dumps(str(repo.path))}\ntest_command = {json.dumps(command)}\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def import_times() -> dict[str, float]:
+    """Cumulative import time in seconds of `IMPORTS`, importing `verifier.cli` cold."""
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import verifier.cli"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stderr
+    found: dict[str, float] = {}
+    for m in re.finditer(r"import time:\s+\d+ \|\s+(\d+) \|\s*(\S+)", out):
+        name = m.group(2)
+        if name in IMPORTS and name not in found:
+            found[name] = int(m.group(1)) / 1e6
+    return found
+
+
+def run(tmp: Path, repeat: int) -> Result:
+    repo, report = build(tmp / "verify-repo")
+    report_path = tmp / "report.json"
+    report_path.write_text(json.dumps(report, ensure_ascii=False), encoding="utf-8")
+    config = _config(tmp, repo)
+    env = {**os.environ, "VERIFIER_DATABASE_URL": f"sqlite:///{tmp / 'store.sqlite3'}"}
+    verify = [
+        str(VERIFIER),
+        "verify",
+        str(report_path),
+        "--config",
+        str(config),
+        "--format",
+        "json",
+    ]
+
+    def verify_no_store() -> None:
+        done = subprocess.run([*verify, "--no-store"], env=env, capture_output=True, check=False)
+        verdict = json.loads(done.stdout)
+        assert done.returncode == 0, verdict
+        assert verdict["checks"]["tests"]["details"]["counts"]["passed"] == TESTS, verdict
+
+    def verify_store() -> None:
+        done = subprocess.run(verify, env=env, capture_output=True, check=False)
+        assert done.returncode == 0 and "stored as run" in json.loads(done.stdout)["stored"]
+
+    def pytest() -> None:
+        cmd = [sys.executable, "-m", "pytest", "-q"]
+        done = subprocess.run(cmd, cwd=repo.path, capture_output=True, check=True)
+        assert f"{TESTS} passed".encode() in done.stdout
+
+    def version() -> None:
+        subprocess.run([str(VERIFIER), "--version"], env=env, capture_output=True, check=True)
+
+    runs = {"no-store": verify_no_store, "store": verify_store, "start": version, "raw": pytest}
+    t = measure(runs, repeat)
+    raw = f"python -m pytest -q ({TESTS} tests)"
+    target = f"<= {TARGET_FACTOR:g}x + {TARGET_SLACK_S:g} s"
+    bound = TARGET_FACTOR * t["raw"] + TARGET_SLACK_S
+    rows = [
+        Row("verify", "verifier verify --no-store", t["no-store"], raw, t["raw"], target, bound),
+        Row("verify", "verifier verify (SQLite store)", t["store"], raw, t["raw"], target, bound),
+        Row("verify", "verifier --version (start-up alone)", t["start"], raw, t["raw"]),
+    ]
+    imports = import_times()
+    facts = {
+        "repository": f"{MODULES} modules, {TESTS} pytest tests; the session fixes one bug",
+        "python -X importtime -c 'import verifier.cli'": ", ".join(
+            f"{name} {imports[name]:.2f} s" for name in IMPORTS if name in imports
+        ),
+    }
+    return Result(rows, facts)
