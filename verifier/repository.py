@@ -113,6 +113,8 @@ class Repository:
             raise InfrastructureError(f"{str(path)!r} is a bare repository: no working tree")
         self.root = Path(self._repo.working_tree_dir or path).resolve()
         self._env = git_environment()
+        # SHA-256 of the regular files `changed_in_worktree` read, so none is read twice.
+        self.worktree_sha256: dict[str, str] = {}
 
     def close(self) -> None:
         self._repo.close()
@@ -268,5 +270,8 @@ class Repository:
             return None
         if data is None:
             return None
-        header = f"blob {len(data)}\0".encode()
-        return TreeEntry(mode, hashlib.sha1(header + data, usedforsecurity=False).hexdigest())
+        if mode != MODE_LINK:
+            self.worktree_sha256[rel] = hashlib.sha256(data).hexdigest()
+        blob = hashlib.sha1(f"blob {len(data)}\0".encode(), usedforsecurity=False)
+        blob.update(data)
+        return TreeEntry(mode, blob.hexdigest())

@@ -47,6 +47,8 @@ class Side:
     def sha256(self, path: str) -> tuple[str | None, Finding | None]:
         """The file's SHA-256 (None when absent), or a finding when it cannot be a file."""
         if self.tree is None:
+            if path in self.repo.worktree_sha256:  # a regular file git sees, hashed already
+                return self.repo.worktree_sha256[path], None
             try:
                 data = read_in_root(self.repo.root, path)
             except UnsafeFile as exc:
