@@ -1,5 +1,8 @@
 """The `verifier` command line.
 
+Heavy modules (the google-genai SDK, SQLAlchemy) are imported by the commands
+that need them, so that `--help` and the commands that do not stay quick.
+
 Exit codes: 0 delivered, 1 not delivered, 2 invalid report or usage error,
 3 inconclusive. Only `VerifierError` is caught; anything else is a bug and
 shows its traceback.
@@ -12,17 +15,18 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from verifier import __version__, render
 from verifier.config import Config, parse_command
-from verifier.contract import parse_report
 from verifier.errors import ConfigError, InfrastructureError, InvalidReport, VerifierError
 from verifier.findings import DeliveryStatus, Verification
-from verifier.store import Store
-from verifier.verify import Options, verify
+
+if TYPE_CHECKING:
+    from verifier.contract import Report
+    from verifier.store import Store
 
 EXIT = {
     DeliveryStatus.DELIVERED: 0,
@@ -96,6 +100,9 @@ def verify_cmd(
     fmt: str,
 ) -> None:
     """Verify one session report, print the verdict and store it."""
+    from verifier.contract import parse_report
+    from verifier.verify import Options, verify
+
     with _errors():
         config = Config.load(config_path)
         raw = _read(report)
@@ -117,7 +124,9 @@ def verify_cmd(
         sys.exit(3 if stored_note and stored_note.startswith("not stored") and code == 0 else code)
 
 
-def _store(config: Config, parsed: Any, verification: Verification) -> str:
+def _store(config: Config, parsed: Report, verification: Verification) -> str:
+    from verifier.store import Store
+
     try:
         with Store.open(config.database_url) as store:
             store.ingest(parsed)
@@ -133,6 +142,8 @@ def _keep_rejected(config: Config, raw: bytes, source: str, no_store: bool) -> N
         return
     exc = sys.exc_info()[1]
     assert isinstance(exc, InvalidReport)
+    from verifier.store import Store
+
     try:
         with Store.open(config.database_url) as store:
             store.reject(raw, source=source, field=exc.field, problem=exc.problem)
@@ -156,6 +167,8 @@ def _print_verification(verification: Verification, fmt: str, stored_note: str |
 @format_option
 def ingest_cmd(reports: tuple[str, ...], config_path: Path | None, fmt: str) -> None:
     """Store session reports without verifying them."""
+    from verifier.store import Store
+
     with _errors():
         config = Config.load(config_path)
         rows: list[dict[str, str]] = []
@@ -170,6 +183,8 @@ def ingest_cmd(reports: tuple[str, ...], config_path: Path | None, fmt: str) -> 
 
 
 def _ingest_one(store: Store, source: str) -> dict[str, str]:
+    from verifier.contract import parse_report
+
     try:
         raw = _read(source)
     except ConfigError as exc:
@@ -198,6 +213,8 @@ def _ingest_one(store: Store, source: str) -> dict[str, str]:
 @format_option
 def show_cmd(session_id: str, config_path: Path | None, fmt: str) -> None:
     """Show a stored session, its verification runs and the latest findings."""
+    from verifier.store import Store
+
     with _errors():
         config = Config.load(config_path)
         with Store.open(config.database_url) as store:
@@ -214,6 +231,8 @@ def show_cmd(session_id: str, config_path: Path | None, fmt: str) -> None:
 @format_option
 def list_cmd(config_path: Path | None, fmt: str) -> None:
     """List stored sessions with their latest verdict, and the done and delivered rates."""
+    from verifier.store import Store
+
     with _errors():
         config = Config.load(config_path)
         with Store.open(config.database_url) as store:

@@ -6,14 +6,16 @@ import sys
 from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from verifier.findings import CheckResult, CheckStatus, DeliveryStatus, Finding, Verification
-from verifier.store import Rates, RunRow, SessionRow
+
+if TYPE_CHECKING:  # the store loads SQLAlchemy; printing a verdict does not need it
+    from verifier.store import Rates, RunRow, SessionRow
 
 VERDICT_STYLE = {
     DeliveryStatus.DELIVERED.value: "bold green",
