@@ -31,7 +31,7 @@ from verifier.harness import (
     DEFAULT_TOOLS,
     ScriptedModel,
     Tool,
-    _git,
+    agent_git,
     call,
     model_turn,
     run_session,
@@ -138,8 +138,8 @@ def _missing_file(root: Path, sid: str) -> dict[str, Any]:
         model_turn("Fixed subtract() and added a test."),
     ]
     session = run_session(root, sid, TASK + " Add a test.", ScriptedModel(turns))
-    _git(root, "commit", "-q", "-a", "-m", "agent: fix subtract")
-    session.head_commit = _git(root, "rev-parse", "HEAD").decode().strip()
+    agent_git(root, "commit", "-q", "-a", "-m", "agent: fix subtract")
+    session.head_commit = agent_git(root, "rev-parse", "HEAD").decode().strip()
     return session.report()
 
 
@@ -252,19 +252,19 @@ def build(workdir: Path) -> tuple[Path, list[Path]]:
     if repo.exists():
         shutil.rmtree(repo)
     repo.mkdir(parents=True)
-    _git(repo, "init", "-q", "-b", "main")
+    agent_git(repo, "init", "-q", "-b", "main")
     for rel, text in BASE_FILES.items():
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         (repo / rel).write_text(text, encoding="utf-8")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "calc: add, subtract, multiply")
-    base = _git(repo, "rev-parse", "HEAD").decode().strip()
+    agent_git(repo, "add", "-A")
+    agent_git(repo, "commit", "-q", "-m", "calc: add, subtract, multiply")
+    base = agent_git(repo, "rev-parse", "HEAD").decode().strip()
     reports_dir = workdir / "reports"
     reports_dir.mkdir(exist_ok=True)
     paths = []
     for scenario in SCENARIOS:
-        _git(repo, "checkout", "-q", "--detach", base)
-        _git(repo, "clean", "-q", "-fdx")
+        agent_git(repo, "checkout", "-q", "--detach", base)
+        agent_git(repo, "clean", "-q", "-fdx")
         report = scenario.build(repo, scenario.session_id)
         path = reports_dir / f"{scenario.session_id}.json"
         path.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

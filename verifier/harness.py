@@ -119,7 +119,8 @@ DEFAULT_TOOLS: dict[str, Tool] = {
 # -- the loop ----------------------------------------------------------------------------
 
 
-def _git(root: Path, *args: str) -> bytes:
+def agent_git(root: Path, *args: str) -> bytes:
+    """git as the agent runs it, with a fixed identity and date so commits reproduce."""
     env = {
         **os.environ,
         "GIT_AUTHOR_NAME": "agent",
@@ -133,7 +134,7 @@ def _git(root: Path, *args: str) -> bytes:
 
 
 def _visible_files(root: Path) -> list[str]:
-    out = _git(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+    out = agent_git(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
     return [p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p]
 
 
@@ -244,7 +245,7 @@ def run_session(
 ) -> Session:
     """Run the loop until the model answers with text (or turns run out)."""
     clock = iter(start + timedelta(seconds=s) for s in range(10_000))
-    base = _git(root, "rev-parse", "HEAD").decode().strip()
+    base = agent_git(root, "rev-parse", "HEAD").decode().strip()
     started = next(clock)
     contents = [types.Content(role="user", parts=[types.Part(text=task)])]
     bodies: list[dict[str, Any]] = [{"kind": "session_start", "ts": _ts(started)}]
@@ -297,9 +298,9 @@ def run_session(
     bodies.append({"kind": "session_end", "ts": _ts(ended), "status": status})
     head = None
     if commit:
-        _git(root, "add", "-A")
-        _git(root, "commit", "-q", "--allow-empty", "-m", f"agent: {task}")
-        head = _git(root, "rev-parse", "HEAD").decode().strip()
+        agent_git(root, "add", "-A")
+        agent_git(root, "commit", "-q", "--allow-empty", "-m", f"agent: {task}")
+        head = agent_git(root, "rev-parse", "HEAD").decode().strip()
     return Session(session_id, task, base, contents, bodies, status, started, ended, head)
 
 

@@ -2,45 +2,23 @@
 
 from __future__ import annotations
 
-import os
-import secrets
 import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import closing, contextmanager
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 from alembic import command
 from sqlalchemy import NullPool, create_engine, inspect
-from sqlalchemy.engine import make_url
+from store.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
 
 from verifier.errors import ConfigError, InfrastructureError
 from verifier.store import Store, current_revision, head_revision, upgrade
 from verifier.store.db import alembic_config, make_engine, migration_connection
 
-POSTGRES_URL = os.environ.get("VERIFIER_TEST_POSTGRES_URL")
 TABLES = {"sessions", "claimed_changes", "verification_runs", "findings"}
-NO_POSTGRES = (
-    "VERIFIER_TEST_POSTGRES_URL is not set: set it to a server you may create "
-    "databases on, e.g. postgresql+psycopg://postgres@127.0.0.1:5432/test"
-)
-
-
-@contextmanager
-def postgres_database(url: str) -> Iterator[str]:
-    """A new database on the server of `url`, dropped afterwards: tests never share data."""
-    admin = create_engine(url, isolation_level="AUTOCOMMIT", poolclass=NullPool)
-    name = f"verifier_test_{secrets.token_hex(6)}"
-    with admin.connect() as connection:
-        connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    try:
-        yield make_url(url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as connection:
-            connection.exec_driver_sql(f'DROP DATABASE "{name}" WITH (FORCE)')
-        admin.dispose()
 
 
 @pytest.fixture

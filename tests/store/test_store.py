@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import secrets
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 from sqlalchemy import NullPool, create_engine, text
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import StatementError
+from store.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
 from store.report_factory import make_report_bytes, report_dict
 
 from verifier.contract import Report, parse_report
@@ -30,25 +27,9 @@ from verifier.findings import (
 )
 from verifier.store import Rates, Store, upgrade
 
-POSTGRES_URL = os.environ.get("VERIFIER_TEST_POSTGRES_URL")
 T0 = datetime(2026, 11, 29, 10, 5, tzinfo=UTC)
 SHA_A = "a" * 64
 SHA_B = "b" * 64
-
-
-@contextmanager
-def postgres_database(url: str) -> Iterator[str]:
-    """A new database on the server of `url`, dropped afterwards: tests never share data."""
-    admin = create_engine(url, isolation_level="AUTOCOMMIT", poolclass=NullPool)
-    name = f"verifier_test_{secrets.token_hex(6)}"
-    with admin.connect() as connection:
-        connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    try:
-        yield make_url(url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as connection:
-            connection.exec_driver_sql(f'DROP DATABASE "{name}" WITH (FORCE)')
-        admin.dispose()
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -57,10 +38,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield f"sqlite:///{tmp_path / 'store.sqlite3'}"
         return
     if not POSTGRES_URL:
-        pytest.skip(
-            "VERIFIER_TEST_POSTGRES_URL is not set: set it to a server you may create "
-            "databases on, e.g. postgresql+psycopg://postgres@127.0.0.1:5432/test"
-        )
+        pytest.skip(NO_POSTGRES)
     with postgres_database(POSTGRES_URL) as url:
         upgrade(url)  # a PostgreSQL store is migrated by `verifier db upgrade`, not by open
         yield url
