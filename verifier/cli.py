@@ -172,9 +172,12 @@ def ingest_cmd(reports: tuple[str, ...], config_path: Path | None, fmt: str) -> 
     with _errors():
         config = Config.load(config_path)
         rows: list[dict[str, str]] = []
+        err = render.console(stderr=True)
         with Store.open(config.database_url) as store:
-            for source in reports:
+            for n, source in enumerate(reports, 1):
                 rows.append(_ingest_one(store, source))
+                if fmt == "text" and len(reports) > 1:
+                    err.print(f"[dim]… {n}/{len(reports)} {rows[-1]['result']}: {source}[/dim]")
         if fmt == "json":
             click.echo(json.dumps(rows, ensure_ascii=False, indent=2))
         else:

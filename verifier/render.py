@@ -205,6 +205,7 @@ def listing(
 
 def ingest_table(console: Console, rows: Sequence[dict[str, str]]) -> None:
     table = Table("report", "result", "session", "message")
+    table.columns[0].overflow = "fold"
     for row in rows:
         table.add_row(
             escape(row["report"]), row["result"], escape(row["session_id"]), escape(row["message"])
