@@ -255,3 +255,12 @@ def test_an_unknown_tool_profile_is_a_note_not_an_error(repo: GitRepo) -> None:
     assert v.delivery_status is DeliveryStatus.DELIVERED
     assert v.checks["audit"].details["unknown_calls"] == ["read_file", "replace_lines"]
     assert any("vendor-x" in note for note in v.notes)
+
+
+def test_unknown_trajectory_keys_are_noted_and_counted(repo: GitRepo) -> None:
+    report = fixed_session(repo).report()
+    report["trajectory"]["contents"][0].update({f"future{i}": i for i in range(25)})
+    v = check(repo, report)
+    assert v.delivery_status is DeliveryStatus.DELIVERED
+    assert "ignored unknown key trajectory.contents.0.future0" in v.notes
+    assert "and 5 more unknown keys" in v.notes

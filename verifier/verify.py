@@ -66,7 +66,9 @@ def verify(
 
     checks = {"changes": changes, "tests": tests, "audit": audit}
     verdict = decide(list(checks.values()))
-    notes = tuple(f"ignored unknown key {k}" for k in report.trajectory.ignored_keys[:20])
+    ignored = report.trajectory.ignored_keys
+    notes = tuple(f"ignored unknown key {k}" for k in ignored[:20])
+    notes += (f"and {len(ignored) - 20} more unknown keys",) if len(ignored) > 20 else ()
     notes += (profile_note,) if profile_note else ()
     return Verification(
         session_id=report.session_id,
