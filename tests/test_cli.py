@@ -205,3 +205,18 @@ def test_db_upgrade_creates_the_schema(tmp_path: Path) -> None:
     with sqlite3.connect(db) as conn:
         tables = {r[0] for r in conn.execute("select name from sqlite_master where type='table'")}
     assert {"sessions", "verification_runs", "findings", "claimed_changes"} <= tables
+
+
+def test_verify_refuses_a_stored_session_id_with_other_bytes_before_testing(
+    setup: tuple[GitRepo, Path], tmp_path: Path
+) -> None:
+    repo, cfg = setup
+    report = fixed_session(repo).report()
+    first = write(tmp_path, report, "first.json")
+    assert verifier("ingest", str(first)).returncode == 0
+    report["final_text"] = "rewritten afterwards"
+    second = write(tmp_path, report, "second.json")
+    done = verifier("verify", str(second), "--config", str(cfg))
+    assert done.returncode == 2
+    assert "already stored with different bytes" in done.stderr
+    assert "running tests" not in done.stderr

@@ -25,7 +25,6 @@ from verifier.errors import ConfigError, InfrastructureError, InvalidReport, Ver
 from verifier.findings import DeliveryStatus, Verification
 
 if TYPE_CHECKING:
-    from verifier.contract import Report
     from verifier.store import Store
 
 EXIT = {
@@ -117,23 +116,33 @@ def verify_cmd(
         options = Options(repo_path=repo_path, test_command=command, test_timeout_s=test_timeout)
         err = render.console(stderr=True)
         progress = None if fmt == "json" else (lambda line: err.print(f"[dim]… {line}[/dim]"))
+        # Ingest first: a session id stored with other bytes is refused before any work.
+        note = None if no_store else _store(config, lambda store: store.ingest(parsed))
         verification = verify(parsed, config, options, progress)
-        stored_note = None if no_store else _store(config, parsed, verification)
-        _print_verification(verification, fmt, stored_note)
+        if not no_store and note is None:
+            note = _store(config, lambda store: store.record_run(verification))
+        _print_verification(
+            verification, fmt, note or ("not stored (--no-store)" if no_store else None)
+        )
         code = EXIT[verification.delivery_status]
-        sys.exit(3 if stored_note and stored_note.startswith("not stored") and code == 0 else code)
+        sys.exit(3 if note and note.startswith("not stored") and code == 0 else code)
 
 
-def _store(config: Config, parsed: Report, verification: Verification) -> str:
+def _store(config: Config, action: Callable[[Store], object]) -> str | None:
+    """Run `action` on the store: None when done, a note when the store cannot be used.
+
+    A database we cannot reach does not stop the verification (the verdict is
+    printed, and a delivered one becomes inconclusive); a conflicting session id
+    does, as `SessionConflict`.
+    """
     from verifier.store import Store
 
     try:
         with Store.open(config.database_url) as store:
-            store.ingest(parsed)
-            run_id = store.record_run(verification)
+            result = action(store)
     except InfrastructureError as exc:
         return f"not stored: {exc}"
-    return f"stored as run {run_id}"
+    return f"stored as run {result}" if isinstance(result, int) else None
 
 
 def _keep_rejected(config: Config, raw: bytes, source: str, no_store: bool) -> None:
