@@ -44,27 +44,7 @@ _UNSHARE = ("unshare", "-rnm", "--pid", "--fork", "--kill-child", "--mount-proc"
 # unshare, or our trampoline, report an exec failure with these prefixes and status 127.
 _EXEC_FAILED = (b"unshare: failed to execute", b"verifier-sandbox: cannot execute")
 _SANDBOX_FAILED = b"verifier-sandbox:"
-# Runs inside the namespaces: cover each path to hide, then become the command.
-# argv: [hide as JSON, executable, args...]. Directories get an empty read-only
-# tmpfs, files a bind mount of /dev/null.
-_TRAMPOLINE = """
-import ctypes, json, os, sys
-libc = ctypes.CDLL(None, use_errno=True)
-for path in json.loads(sys.argv[1]):
-    if os.path.isdir(path):
-        ok = libc.mount(b"none", path.encode(), b"tmpfs", 1, b"size=4k,mode=0555") == 0
-    else:
-        ok = libc.mount(b"/dev/null", path.encode(), None, 4096, None) == 0
-    if not ok:
-        reason = os.strerror(ctypes.get_errno())
-        sys.stderr.write("verifier-sandbox: cannot hide %s: %s\\n" % (path, reason))
-        sys.exit(125)
-try:
-    os.execv(sys.argv[2], sys.argv[2:])
-except OSError as exc:
-    sys.stderr.write("verifier-sandbox: cannot execute %s: %s\\n" % (sys.argv[2], exc))
-    sys.exit(127)
-"""
+_SANDBOX = Path(__file__).with_name("_sandbox.py")
 _READ_CHUNK = 65536
 # After the main process has gone, how long we wait for the pipe to close.
 _DRAIN_S = 2.0
@@ -115,12 +95,12 @@ def minimal_env(home: Path, tmp: Path) -> dict[str, str]:
 
 @functools.cache
 def network_isolation_available() -> bool:
-    """Whether the `unshare` sandbox works here (probed once per process)."""
+    """Whether the whole sandbox works here, locks included (probed once per process)."""
     if shutil.which("unshare") is None:
         return False
     try:
         probe = subprocess.run(
-            [*_UNSHARE, "true"],
+            [*_UNSHARE, sys.executable, "-I", "-S", str(_SANDBOX), "[]", "[]", "/bin/true"],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -141,11 +121,13 @@ def run(
     isolate_network: bool,
     excerpt_bytes: int,
     hide: Sequence[Path] = (),
+    writable: Sequence[Path] = (),
 ) -> RunOutcome:
     """Run `argv` in `cwd` with exactly `env`; kill its process group at `timeout_s`.
 
-    With `isolate_network`, the command runs in the sandbox and the existing
-    paths of `hide` are covered. Raises `RunnerNotFound` when `argv[0]` (or
+    With `isolate_network`, the command runs in the sandbox (`verifier._sandbox`):
+    the existing paths of `hide` are covered, and the file system is read-only
+    but for `writable` (which must hold `cwd`). Raises `RunnerNotFound` when `argv[0]` (or
     `unshare`, when isolating) cannot be found or executed.
     """
     if not argv:
@@ -158,8 +140,9 @@ def run(
         if unshare is None:
             raise RunnerNotFound("unshare", os.environ.get("PATH", DEFAULT_PATH))
         hidden = _coverable(hide)
-        trampoline = [sys.executable, "-I", "-S", "-c", _TRAMPOLINE, json.dumps(hidden)]
-        launch = [unshare, *_UNSHARE[1:], *trampoline, *launch]
+        rw = [str(p) for p in writable]
+        sandbox = [sys.executable, "-I", "-S", str(_SANDBOX), json.dumps(hidden), json.dumps(rw)]
+        launch = [unshare, *_UNSHARE[1:], *sandbox, *launch]
     else:
         hidden = ()
 
@@ -194,7 +177,7 @@ def run(
     duration = time.monotonic() - start
 
     exit_code = None if timed_out else proc.returncode
-    if isolate_network and log.start.startswith(_SANDBOX_FAILED + b" cannot hide"):
+    if isolate_network and exit_code == 125 and log.start.startswith(_SANDBOX_FAILED):
         detail = log.start.decode("utf-8", "replace").strip()
         raise InfrastructureError(f"the sandbox could not start: {detail}")
     if isolate_network and exit_code == 127 and log.start.startswith(_EXEC_FAILED):

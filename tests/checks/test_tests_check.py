@@ -403,3 +403,48 @@ def test_sandbox_hides_the_repository_and_our_configuration(repo: GitRepo, tmp_p
     assert str(repo.path) in result.details["hidden"]
     assert str(secret_config) in result.details["hidden"]
     assert repo.snapshot() == before
+
+
+@pytest.mark.skipif(
+    not runner.network_isolation_available(), reason="the unshare sandbox does not work here"
+)
+def test_code_under_test_cannot_undo_the_sandbox(repo: GitRepo, tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+    probe = (
+        "import ctypes, os\n\n\n"
+        "def test_covers_are_locked_and_the_host_is_read_only():\n"
+        "    libc = ctypes.CDLL(None, use_errno=True)\n"
+        f"    repo = {str(repo.path)!r}\n"
+        "    assert libc.umount2(repo.encode(), 2) != 0  # MNT_DETACH refused\n"
+        "    assert os.listdir(repo) == []\n"
+        "    assert libc.mount(None, b'/', None, 32 | 4096 | 16384, None) != 0  # no rw remount\n"
+        "    try:\n"
+        f"        open({str(outside)!r}, 'w')\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "    else:\n"
+        "        raise AssertionError('wrote outside the run folder')\n"
+        "    assert os.listdir('/run') == []  # no host sockets\n"
+        "    open(os.path.join(os.environ['TMPDIR'], 'scratch'), 'w').write('fine')\n"
+    )
+    commit = repo.commit({"test_probe.py": probe})
+    before = repo.snapshot()
+
+    result = check(repo.path, commit, PYTEST, 60, Config())
+
+    assert result.status is CheckStatus.PASS, result.details["output_excerpt"]
+    assert not outside.exists()
+    assert repo.snapshot() == before
+
+
+@pytest.mark.parametrize(
+    "url", ["sqlite+pysqlite:///{db}", "sqlite:///{db}?timeout=5"], ids=["driver", "query"]
+)
+def test_the_sqlite_database_is_hidden_whatever_the_url_form(
+    repo: GitRepo, tmp_path: Path, url: str
+) -> None:
+    from verifier.checks.tests import _hidden_paths
+
+    db = tmp_path / "v.sqlite3"
+    config = replace(Config(), database_url=url.format(db=db))
+    assert db in _hidden_paths(repo.path, config, keep=[])

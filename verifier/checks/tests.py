@@ -131,6 +131,7 @@ def check(
                 isolate_network=isolate,
                 excerpt_bytes=config.output_excerpt_bytes,
                 hide=_hidden_paths(repo_path, config, keep=[tmp, Path(argv[0])]),
+                writable=[tmp],
             )
         except RunnerNotFound as exc:
             return _error(started, "tests.runner_not_found", str(exc), argv=argv, mode=mode)
@@ -180,8 +181,9 @@ def _hidden_paths(repo_path: Path, config: Config, keep: Sequence[Path]) -> list
     candidates = [repo_path.resolve(), Path.home() / ".local" / "share" / "verifier"]
     if config.source is not None:
         candidates.append(config.source.resolve())
-    if config.database_url.startswith("sqlite:///"):
-        database = Path(config.database_url.removeprefix("sqlite:///").split("?")[0])
+    scheme, _, rest = config.database_url.partition(":///")
+    if scheme.split("+")[0] == "sqlite" and rest and not rest.startswith(":memory:"):
+        database = Path(rest.split("?")[0]).resolve()  # relative: to our working folder
         candidates += [database, Path(f"{database}-wal"), Path(f"{database}-shm")]
     candidates += [Path.home() / name for name in CREDENTIALS]
     needed = [
