@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -203,3 +205,26 @@ def test_replace_refs_do_not_change_the_commit_copied(tmp_path: Path) -> None:
     repo.git("replace", bad, good)
     materialize(repo.path, bad, tmp_path / "copy")
     assert (tmp_path / "copy" / "a.txt").read_text() == "bad\n"
+
+
+def test_a_committed_name_too_long_for_this_file_system_is_skipped(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "r")
+    repo.commit({"a.txt": "a\n"})
+    blob = repo.git("hash-object", "-w", "--stdin")  # the empty blob
+    long_name = "n" * 300
+    tree = (
+        subprocess.run(
+            ["git", "mktree", "-z"],
+            cwd=repo.path,
+            check=True,
+            capture_output=True,
+            input=f"100644 blob {blob}\t{long_name}\x00100644 blob {blob}\tok.txt\x00".encode(),
+        )
+        .stdout.decode()
+        .strip()
+    )
+    commit = repo.git("commit-tree", tree, "-m", "long name")
+    info = materialize(repo.path, commit, tmp_path / "copy")
+    assert [s.path for s in info.skipped] == [long_name]
+    assert (tmp_path / "copy" / "ok.txt").exists()
+    assert info.digests["ok.txt"] == hashlib.sha256(b"").hexdigest()

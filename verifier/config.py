@@ -46,6 +46,7 @@ class Config:
     test_timeout_s: float = DEFAULT_TEST_TIMEOUT_S
     network_isolation: str = "auto"  # auto | required | off
     output_excerpt_bytes: int = 8192
+    max_snapshot_bytes: int = 2 * 1024**3
     profiles_dir: Path = PROJECT_ROOT / "config" / "profiles"
     repositories: Mapping[str, RepositoryConfig] = field(default_factory=dict)
     source: Path | None = None
@@ -84,6 +85,7 @@ class Config:
             "test_timeout",
             "network_isolation",
             "output_excerpt_bytes",
+            "max_snapshot_bytes",
             "profiles_dir",
         }
         if unknown:
@@ -100,8 +102,12 @@ class Config:
                     f"verifier.network_isolation: expected auto, required or off, got {mode!r}"
                 )
             kwargs["network_isolation"] = mode
-        if "output_excerpt_bytes" in main:
-            kwargs["output_excerpt_bytes"] = int(main["output_excerpt_bytes"])
+        for key in ("output_excerpt_bytes", "max_snapshot_bytes"):
+            if key in main:
+                value = main[key]
+                if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                    raise ConfigError(f"verifier.{key}: expected a positive integer, got {value!r}")
+                kwargs[key] = value
         if "profiles_dir" in main:
             kwargs["profiles_dir"] = base_dir / _str(main, "profiles_dir", "verifier")
         repos = {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -34,6 +35,9 @@ class CheckResult:
     findings: tuple[Finding, ...] = ()
     details: dict[str, Any] = field(default_factory=dict)
     duration_s: float = 0.0
+    # SHA-256 of each file the check read in the head state, by path, for the next
+    # checks to hold their own reads against; not part of the JSON form.
+    observed: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_findings(

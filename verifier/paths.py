@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import stat
 import unicodedata
 from collections.abc import Collection
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import BinaryIO
+
+_CHUNK = 1 << 20
 
 
 def unsafe_reason(path: str) -> str | None:
@@ -85,40 +90,83 @@ class UnsafeFile(Exception):
         super().__init__(reason)
 
 
-def read_in_root(root: Path, rel: str) -> bytes | None:
-    """The bytes of `rel` under `root`, None when absent; never follows a link.
+@dataclass(frozen=True, slots=True)
+class FileHashes:
+    """A working-tree file as we read it: SHA-256 of its bytes, its git blob id, its mode."""
 
-    Every folder on the way is checked with lstat, and the file is opened with
-    O_NOFOLLOW relative to a directory descriptor, so nothing outside the root
-    is ever opened, even if the tree changes while we read.
+    sha256: str
+    blob_sha1: str
+    executable: bool
+
+
+def hash_in_root(root: Path, rel: str) -> FileHashes | None:
+    """Hash the file `rel` under `root` as it streams; None when it does not exist.
+
+    Every folder on the way is checked with lstat and opened relative to the
+    previous one, and the file itself with O_NOFOLLOW and O_NONBLOCK, so nothing
+    outside the root is ever opened, a link is never followed, and a FIFO cannot
+    block us, even if the tree changes while we read. Raises `UnsafeFile` for a
+    link, anything but a regular file, or a file that cannot be read.
     """
     parts = rel.split("/")
-    flags_dir = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        reason = f"the repository cannot be opened: {exc.strerror}"
+        raise UnsafeFile("change.unreadable", reason) from None
     try:
         for depth, name in enumerate(parts[:-1]):
-            try:
-                st = os.lstat(name, dir_fd=fd)
-            except FileNotFoundError:
+            st = _lstat(name, fd)
+            if st is None:
                 return None
             if stat.S_ISLNK(st.st_mode):
                 where = "/".join(parts[: depth + 1])
                 raise UnsafeFile("change.symlink", f"{where!r} on the way is a symbolic link")
             if not stat.S_ISDIR(st.st_mode):
                 return None
-            nfd = os.open(name, flags_dir, dir_fd=fd)
+            nfd = _open(name, fd, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
             os.close(fd)
             fd = nfd
-        try:
-            st = os.lstat(parts[-1], dir_fd=fd)
-        except FileNotFoundError:
+        st = _lstat(parts[-1], fd)
+        if st is None:
             return None
         if stat.S_ISLNK(st.st_mode):
             raise UnsafeFile("change.symlink", "the file is a symbolic link")
         if not stat.S_ISREG(st.st_mode):
             raise UnsafeFile("change.not_a_file", "the path is not a regular file")
-        ffd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd)
+        ffd = _open(parts[-1], fd, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         with os.fdopen(ffd, "rb") as fh:
-            return fh.read()
+            return _hash_stream(fh, os.fstat(ffd))
     finally:
         os.close(fd)
+
+
+def _lstat(name: str, dir_fd: int) -> os.stat_result | None:
+    try:
+        return os.lstat(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:  # a name too long, a permission refused...
+        raise UnsafeFile("change.unreadable", f"cannot be read: {exc.strerror}") from None
+
+
+def _open(name: str, dir_fd: int, flags: int) -> int:
+    try:
+        return os.open(name, flags, dir_fd=dir_fd)
+    except OSError as exc:  # also a link or a folder swapped in since the lstat
+        raise UnsafeFile("change.unreadable", f"cannot be read: {exc.strerror}") from None
+
+
+def _hash_stream(fh: BinaryIO, st: os.stat_result) -> FileHashes:
+    if not stat.S_ISREG(st.st_mode):
+        raise UnsafeFile("change.not_a_file", "the path stopped being a regular file")
+    sha256 = hashlib.sha256()
+    blob = hashlib.sha1(f"blob {st.st_size}\0".encode(), usedforsecurity=False)
+    total = 0
+    while chunk := fh.read(_CHUNK):
+        sha256.update(chunk)
+        blob.update(chunk)
+        total += len(chunk)
+    if total != st.st_size:
+        raise UnsafeFile("change.unreadable", "the file changed size while it was read")
+    return FileHashes(sha256.hexdigest(), blob.hexdigest(), bool(st.st_mode & stat.S_IXUSR))

@@ -34,7 +34,7 @@ from typing import IO
 import git
 
 from verifier.errors import InfrastructureError
-from verifier.paths import UnsafeFile, read_in_root
+from verifier.paths import UnsafeFile, hash_in_root
 
 NULL_SHA = "0" * 40
 MODE_LINK = "120000"
@@ -260,18 +260,16 @@ class Repository:
     def _worktree_entry(self, rel: str) -> TreeEntry | None:
         """What git would record for `rel` now: its mode and blob sha; None if unreadable."""
         try:
-            data = read_in_root(self.root, rel)
-            mode = "100755" if os.access(self.root / rel, os.X_OK) else "100644"
+            hashes = hash_in_root(self.root, rel)
         except UnsafeFile as exc:
-            if exc.code != "change.symlink" or not (self.root / rel).is_symlink():
+            link = self.root / rel
+            if exc.code != "change.symlink" or not link.is_symlink():
                 return None  # a link on the way, or not a file: count it as changed
-            data, mode = os.fsencode(os.readlink(self.root / rel)), MODE_LINK
-        except OSError:
+            target = os.fsencode(os.readlink(link))
+            blob = hashlib.sha1(f"blob {len(target)}\0".encode(), usedforsecurity=False)
+            blob.update(target)
+            return TreeEntry(MODE_LINK, blob.hexdigest())
+        if hashes is None:
             return None
-        if data is None:
-            return None
-        if mode != MODE_LINK:
-            self.worktree_sha256[rel] = hashlib.sha256(data).hexdigest()
-        blob = hashlib.sha1(f"blob {len(data)}\0".encode(), usedforsecurity=False)
-        blob.update(data)
-        return TreeEntry(mode, blob.hexdigest())
+        self.worktree_sha256[rel] = hashes.sha256
+        return TreeEntry("100755" if hashes.executable else "100644", hashes.blob_sha1)

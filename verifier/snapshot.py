@@ -22,14 +22,15 @@ repository and a timeout.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
 import stat
 import subprocess
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import BinaryIO, NoReturn
@@ -69,6 +70,8 @@ class SnapshotInfo:
     bytes: int
     symlinks: int
     skipped: tuple[SkippedPath, ...] = ()
+    # SHA-256 of every regular file as copied, by path: what the tests will run on.
+    digests: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
 
 def materialize(
@@ -77,10 +80,14 @@ def materialize(
     dest: Path,
     *,
     timeout_s: float = DEFAULT_GIT_TIMEOUT_S,
+    max_bytes: int | None = None,
 ) -> SnapshotInfo:
-    """Copy the state at `head_commit` (or the working tree when None) into `dest`."""
+    """Copy the state at `head_commit` (or the working tree when None) into `dest`.
+
+    Raises `SnapshotError` when the files add up to more than `max_bytes`.
+    """
     repo = _Git(repo_path, timeout_s)
-    writer = _Writer(dest)
+    writer = _Writer(dest, max_bytes)
     if head_commit is None:
         _copy_worktree(repo, writer)
         commit = None
@@ -157,9 +164,13 @@ def _copy_worktree(repo: _Git, writer: _Writer) -> None:
 def _file_copier(source: Path, rel: str) -> _Copier:
     def copy(out: BinaryIO) -> int:
         try:
-            fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW)
+            # No blocking open (a FIFO swapped in), no link, a regular file only.
+            fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except OSError as exc:
             raise SnapshotError(f"cannot read {rel!r}: {exc}") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise SnapshotError(f"{rel!r} stopped being a regular file while it was copied")
         with os.fdopen(fd, "rb") as src:
             shutil.copyfileobj(src, out, _CHUNK)
             return src.tell()
@@ -172,14 +183,28 @@ def _safe_relative(rel: str) -> bool:
     return bool(rel) and not rel.startswith("/") and all(p not in ("", ".", "..") for p in parts)
 
 
+class _HashingWriter:
+    """A file opened for writing that hashes what goes through it."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw = raw
+        self.sha256 = hashlib.sha256()
+
+    def write(self, data: bytes) -> int:
+        self.sha256.update(data)
+        return self.raw.write(data)
+
+
 class _Writer:
     """Creates the copy under `dest`; links are made last, then checked in place."""
 
-    def __init__(self, dest: Path) -> None:
+    def __init__(self, dest: Path, max_bytes: int | None = None) -> None:
         dest.mkdir(parents=True, exist_ok=True)
         self.dest = dest.resolve()
+        self.max_bytes = max_bytes
         self.files = 0
         self.bytes = 0
+        self.digests: dict[str, str] = {}
         self.links: list[tuple[str, str]] = []
         self.skipped: list[SkippedPath] = []
 
@@ -197,8 +222,18 @@ class _Writer:
         except (FileExistsError, NotADirectoryError) as exc:
             self.skip(rel, f"clashes with another path of the copy: {exc.strerror}")
             return
-        with os.fdopen(fd, "wb") as out:
-            self.bytes += copy(out)
+        except OSError as exc:  # a name too long for this file system, say
+            self.skip(rel, f"cannot be created here: {exc.strerror}")
+            return
+        with os.fdopen(fd, "wb") as raw:
+            out = _HashingWriter(raw)
+            self.bytes += copy(out)  # type: ignore[arg-type]
+        if self.max_bytes is not None and self.bytes > self.max_bytes:
+            raise SnapshotError(
+                f"the head state is over {self.max_bytes} bytes (max_snapshot_bytes); "
+                "not copied for the tests"
+            )
+        self.digests[rel] = out.sha256.hexdigest()
         os.chmod(target, mode)
         self.files += 1
 
@@ -213,6 +248,7 @@ class _Writer:
             files=self.files,
             bytes=self.bytes,
             symlinks=len(made),
+            digests=self.digests,
             skipped=tuple(self.skipped),
         )
 

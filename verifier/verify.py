@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -135,12 +135,14 @@ def _tests(
     if timeout <= 0:
         raise ConfigError(f"test timeout: expected a positive number of seconds, got {timeout}")
     head = changes.details.get("head_commit") if report.doc.repo.head_commit else None
-    return tests_check.check(repo_path, head, tuple(command), timeout, config, progress=say)
+    # In worktree mode the copy the tests run on must hold the bytes the changes check hashed.
+    expected = changes.observed if head is None else None
+    return tests_check.check(
+        repo_path, head, tuple(command), timeout, config, progress=say, expected_files=expected
+    )
 
 
 def _timed(run: Callable[[], CheckResult]) -> CheckResult:
     start = time.perf_counter()
     result = run()
-    return CheckResult(
-        result.name, result.status, result.findings, result.details, time.perf_counter() - start
-    )
+    return replace(result, duration_s=time.perf_counter() - start)

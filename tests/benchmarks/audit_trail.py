@@ -180,7 +180,13 @@ def run(_tmp: Path, repeat: int) -> Result:
         Row("audit", "verify_trail", t["verify"], raw_name, t["raw"], target, TARGET * t["raw"]),
         Row("audit", "of which verify_chain", t["chain"], raw_name, t["raw"]),
         Row("audit", "of which check_completeness", t["completeness"], raw_name, t["raw"]),
-        Row("audit", "orjson-encoded JCS + SHA-256 of all, no checks", t["encode"], raw_name, t["raw"]),
+        Row(
+            "audit",
+            "orjson-encoded JCS + SHA-256 of all, no checks",
+            t["encode"],
+            raw_name,
+            t["raw"],
+        ),
     ]
     facts = {
         "entries": f"{len(entries):,}, {sum(map(len, blobs)) // len(blobs)} JSON bytes on average",

@@ -133,3 +133,21 @@ def test_git_environment_of_the_caller_is_not_inherited(repo: GitRepo, tmp_path:
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "['change.undeclared']"
+
+
+def test_a_name_too_long_to_open_is_a_finding_not_a_crash(repo: GitRepo) -> None:
+    base = repo.head()
+    claim = ClaimedChange(
+        path="x" * 300 + ".py", action="create", sha256_before=None, sha256_after=sha256(b"x")
+    )
+    result = check(repo.path, base, None, [claim], CFG)
+    assert codes(result) == ["change.unreadable"]
+    assert "too long" in result.findings[0].message
+
+
+def test_worktree_hashes_are_handed_on_for_the_tests(repo: GitRepo) -> None:
+    base = repo.head()
+    repo.write({"calc.py": FIXED})
+    result = check(repo.path, base, None, [modify("calc.py", CALC, FIXED)], CFG)
+    assert result.observed["calc.py"] == sha256(FIXED.encode())
+    assert "tests/test_calc.py" in result.observed

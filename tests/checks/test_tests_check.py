@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -448,3 +449,26 @@ def test_the_sqlite_database_is_hidden_whatever_the_url_form(
     db = tmp_path / "v.sqlite3"
     config = replace(Config(), database_url=url.format(db=db))
     assert db in _hidden_paths(repo.path, config, keep=[])
+
+
+def test_a_working_tree_that_moved_since_the_changes_check_is_inconclusive(
+    repo: GitRepo,
+) -> None:
+    repo.commit({"test_a.py": PASSING})
+    repo.write({"test_a.py": FAILING.replace("1 == 2", "1 == 1")})  # swapped after hashing
+    hashed = {"test_a.py": hashlib.sha256(PASSING.encode()).hexdigest()}
+
+    result = check(repo.path, None, PYTEST, 60, OFF, expected_files=hashed)
+
+    assert result.status is CheckStatus.ERROR
+    assert _codes(result) == ["tests.head_moved"]
+    assert "test_a.py" in result.findings[0].message
+
+
+def test_a_head_state_over_the_size_limit_is_not_copied(repo: GitRepo) -> None:
+    commit = repo.commit({"test_a.py": PASSING, "big.bin": b"\0" * 10_000})
+
+    result = check(repo.path, commit, PYTEST, 60, replace(OFF, max_snapshot_bytes=5_000))
+
+    assert _codes(result) == ["tests.snapshot_failed"]
+    assert "max_snapshot_bytes" in result.findings[0].message

@@ -15,9 +15,8 @@ Steps of `check`:
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from audit.findings import Finding
@@ -25,7 +24,7 @@ from verifier.config import RepositoryConfig
 from verifier.contract import ClaimedChange
 from verifier.errors import InfrastructureError
 from verifier.findings import CheckResult
-from verifier.paths import UnsafeFile, glob_matches, read_in_root, unicode_variant, unsafe_reason
+from verifier.paths import UnsafeFile, glob_matches, hash_in_root, unicode_variant, unsafe_reason
 from verifier.repository import Repository, TreeEntry
 
 NAME = "changes"
@@ -50,19 +49,19 @@ class Side:
             if path in self.repo.worktree_sha256:  # a regular file git sees, hashed already
                 return self.repo.worktree_sha256[path], None
             try:
-                data = read_in_root(self.repo.root, path)
+                hashes = hash_in_root(self.repo.root, path)
             except UnsafeFile as exc:
                 return None, Finding(
                     exc.code, f"{path}: {exc.reason} in the working tree", path=path
                 )
-            if data is not None and path not in self.visible:
+            if hashes is not None and path not in self.visible:
                 return None, Finding(
                     "change.ignored",
                     f"{path}: git ignores this file in the working tree, so it is not "
                     "part of the repository's work",
                     path=path,
                 )
-            return (None if data is None else hashlib.sha256(data).hexdigest()), None
+            return (None if hashes is None else hashes.sha256), None
         entry = self.tree.get(path)
         if entry is None:
             return None, None
@@ -204,7 +203,8 @@ def _compare(
         "claimed": len(claims),
         "changed": len(changed),
     }
-    return CheckResult.from_findings(NAME, findings, details)
+    result = CheckResult.from_findings(NAME, findings, details)
+    return replace(result, observed=dict(repo.worktree_sha256))
 
 
 def _file_blobs(tree: Mapping[str, TreeEntry] | None, paths: Sequence[str]) -> Iterator[str]:

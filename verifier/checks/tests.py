@@ -4,14 +4,16 @@
 
 1. Refuse an empty command (`tests.no_command`); expand an argument that is
    exactly ``{python}`` to the verifier's own interpreter.
-2. Decide network isolation from `Config.network_isolation`: ``auto`` uses
-   `unshare -rn` when it works here, ``required`` fails the check as an error
-   when it does not (`tests.isolation_unavailable`), ``off`` never uses it.
+2. Decide the sandbox from `Config.network_isolation`: ``auto`` uses it when
+   it works here, ``required`` fails the check as an error when it does not
+   (`tests.isolation_unavailable`), ``off`` never uses it.
 3. Make a temporary directory holding ``work/`` (the copy), ``home/``, ``tmp/``
    and the JUnit file, which lies outside ``work/``; it is removed afterwards.
 4. Copy the head state into ``work/`` (`verifier.snapshot.materialize`):
    the commit's blobs, or the working tree when there is no head commit
-   (`tests.snapshot_failed` when that cannot be done).
+   (`tests.snapshot_failed` when that cannot be done). In worktree mode the
+   copy must hold, file for file, the bytes the changes check hashed
+   (`tests.head_moved` otherwise: the tree changed while it was verified).
 5. When the command runs pytest, add ``--junitxml=<tmp>/junit.xml`` and
    ``-p no:cacheprovider``.
 6. Run the command in ``work/`` with a minimal environment and a timeout
@@ -19,10 +21,10 @@
 7. Judge: a timeout, a non-zero exit, no test run, every test skipped, or no
    JUnit report from pytest is a failure. The exit code decides before any
    text the run printed. For a runner other than pytest we cannot count
-   tests: exit 0 passes with ``tests_counted: false`` in the details.
+   tests: exit 0 is an error (`tests.uncounted`), never a pass.
 
 Nothing is ever run in the user's repository, and the repository is not
-modified (see `verifier.snapshot`). The codes are listed in docs/findings-tests.md.
+modified (see `verifier.snapshot`). The codes are listed in docs/findings.md.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -83,8 +85,12 @@ def check(
     timeout_s: float,
     config: Config,
     progress: Callable[[str], None] | None = None,
+    expected_files: Mapping[str, str] | None = None,
 ) -> CheckResult:
-    """Run the configured test command on a copy of the head state and judge the outcome."""
+    """Run the configured test command on a copy of the head state and judge the outcome.
+
+    `expected_files` (path -> SHA-256), when given, is what the copy must hold.
+    """
     started = time.monotonic()
     say = progress or (lambda _line: None)
     mode = "worktree" if head_commit is None else "commit"
@@ -113,9 +119,22 @@ def check(
         junit = tmp / "junit.xml"
 
         try:
-            snapshot = materialize(repo_path, head_commit, work)
+            snapshot = materialize(
+                repo_path, head_commit, work, max_bytes=config.max_snapshot_bytes
+            )
         except SnapshotError as exc:
             return _error(started, "tests.snapshot_failed", str(exc), mode=mode)
+        if expected_files is not None:
+            moved = _moved(expected_files, snapshot.digests)
+            if moved:
+                return _error(
+                    started,
+                    "tests.head_moved",
+                    f"the working tree changed while it was verified: {moved[0]!r}"
+                    + (f" and {len(moved) - 1} more" if len(moved) > 1 else "")
+                    + " differ between the changes check and the copy for the tests",
+                    mode=mode,
+                )
 
         is_pytest = _runs_pytest(argv)
         if is_pytest:
@@ -200,6 +219,12 @@ def _decide_isolation(setting: str) -> bool | None:
     if setting == "required" and not available:
         return None
     return available
+
+
+def _moved(expected: Mapping[str, str], copied: Mapping[str, str]) -> list[str]:
+    """Paths whose bytes differ between two reads of the working tree, sorted."""
+    ours = {os.fsencode(p).decode("utf-8", "backslashreplace"): d for p, d in copied.items()}
+    return sorted(p for p in expected.keys() | ours.keys() if expected.get(p) != ours.get(p))
 
 
 def _runs_pytest(argv: Sequence[str]) -> bool:
