@@ -28,12 +28,14 @@ def test_repository_table_is_read_with_relative_paths(tmp_path: Path) -> None:
     path.write_text(
         '[repositories.calc]\npath = "repo"\ntest_command = "pytest -q \'a b\' ;"\n'
         'test_timeout = 5\nprotected_paths = ["tests/**"]\n'
+        'trusted_ref = "refs/remotes/origin/main"\n'
     )
     repo = Config.load(path, environ={}).repository("calc")
     assert repo.path == tmp_path / "repo"
     assert repo.test_command == ("pytest", "-q", "a b", ";")
     assert repo.test_timeout_s == 5.0
     assert repo.protected_paths == ("tests/**",)
+    assert repo.trusted_ref == "refs/remotes/origin/main"
 
 
 def test_an_unregistered_repository_has_no_command() -> None:

@@ -38,6 +38,8 @@ class RepositoryConfig:
     test_command: tuple[str, ...] = ()
     test_timeout_s: float | None = None
     protected_paths: tuple[str, ...] = ()
+    # A ref only people update (e.g. refs/remotes/origin/main): the base must be in its history.
+    trusted_ref: str | None = None
 
 
 @dataclass(frozen=True)
@@ -137,7 +139,13 @@ def parse_command(value: Any, where: str) -> tuple[str, ...]:
 
 def _repository(name: str, table: Mapping[str, Any], base_dir: Path) -> RepositoryConfig:
     where = f"repositories.{name}"
-    unknown = set(table) - {"path", "test_command", "test_timeout", "protected_paths"}
+    unknown = set(table) - {
+        "path",
+        "test_command",
+        "test_timeout",
+        "protected_paths",
+        "trusted_ref",
+    }
     if unknown:
         raise ConfigError(f"{where}: unknown keys {sorted(unknown)}")
     path = base_dir / _str(table, "path", where) if "path" in table else None
@@ -154,7 +162,8 @@ def _repository(name: str, table: Mapping[str, Any], base_dir: Path) -> Reposito
     protected = table.get("protected_paths", [])
     if not isinstance(protected, list) or not all(isinstance(p, str) for p in protected):
         raise ConfigError(f"{where}.protected_paths: expected a list of glob strings")
-    return RepositoryConfig(name, path, command, timeout, tuple(protected))
+    trusted = _str(table, "trusted_ref", where) if "trusted_ref" in table else None
+    return RepositoryConfig(name, path, command, timeout, tuple(protected), trusted)
 
 
 def _table(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:

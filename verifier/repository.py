@@ -126,6 +126,13 @@ class Repository:
         self.close()
 
     def _run(self, *args: str, stdin: bytes | None = None) -> bytes:
+        done = self._call(*args, stdin=stdin)
+        if done.returncode != 0:
+            error = done.stderr.decode("utf-8", "replace").strip()
+            raise InfrastructureError(f"git {args[0]} failed: {error}")
+        return done.stdout
+
+    def _call(self, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
         try:
             done = subprocess.run(
                 ["git", *SAFE_CONFIG, *args],
@@ -140,10 +147,7 @@ class Repository:
             raise InfrastructureError(f"git {args[0]} took over {GIT_TIMEOUT_S:g}s") from None
         except OSError as exc:
             raise InfrastructureError(f"cannot run git: {exc}") from None
-        if done.returncode != 0:
-            error = done.stderr.decode("utf-8", "replace").strip()
-            raise InfrastructureError(f"git {args[0]} failed: {error}")
-        return done.stdout
+        return done
 
     def resolve_commit(self, rev: str) -> str | None:
         """The full hash of the one commit whose hash starts with `rev`, or None.
@@ -170,6 +174,23 @@ class Repository:
             if kind == "commit"
         ]  # fmt: skip
         return commits[0] if len(commits) == 1 else None
+
+    def resolve_ref(self, ref: str) -> str | None:
+        """The commit a ref of our configuration names (``refs/remotes/origin/main``), or None."""
+        done = self._call(
+            "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"
+        )
+        if done.returncode != 0:
+            return None
+        return done.stdout.decode("ascii", "replace").strip() or None
+
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        """Whether commit `ancestor` is `descendant` or in its history."""
+        done = self._call("merge-base", "--is-ancestor", ancestor, descendant)
+        if done.returncode not in (0, 1):
+            error = done.stderr.decode("utf-8", "replace").strip()
+            raise InfrastructureError(f"git merge-base failed: {error}")
+        return done.returncode == 0
 
     def tree(self, commit: str) -> dict[str, TreeEntry]:
         """Every entry of the commit's tree, recursively: path -> (mode, blob sha)."""

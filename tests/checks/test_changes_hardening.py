@@ -151,3 +151,23 @@ def test_worktree_hashes_are_handed_on_for_the_tests(repo: GitRepo) -> None:
     result = check(repo.path, base, None, [modify("calc.py", CALC, FIXED)], CFG)
     assert result.observed["calc.py"] == sha256(FIXED.encode())
     assert "tests/test_calc.py" in result.observed
+
+
+def test_a_base_outside_the_trusted_history_fails(repo: GitRepo) -> None:
+    trusted = repo.head()
+    repo.git("update-ref", "refs/remotes/origin/main", trusted)
+    # The agent's own commit weakens the tests, then names it as the base.
+    weakened = repo.commit({"tests/test_calc.py": "def test_subtract():\n    assert True\n"})
+    cfg = RepositoryConfig("calc", trusted_ref="refs/remotes/origin/main")
+    result = check(repo.path, weakened, None, [], cfg)
+    assert codes(result) == ["change.base_untrusted"]
+    assert result.status is CheckStatus.FAIL
+    assert check(repo.path, trusted, None, [], cfg).status is CheckStatus.FAIL  # undeclared
+    assert codes(check(repo.path, trusted, weakened, [], cfg)) == ["change.undeclared"]
+
+
+def test_a_trusted_ref_that_is_missing_is_inconclusive(repo: GitRepo) -> None:
+    cfg = RepositoryConfig("calc", trusted_ref="refs/remotes/origin/nope")
+    result = check(repo.path, repo.head(), None, [], cfg)
+    assert result.status is CheckStatus.ERROR
+    assert codes(result) == ["change.trusted_ref_missing"]

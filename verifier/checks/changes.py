@@ -2,7 +2,8 @@
 
 Steps of `check`:
 
-1. open the repository and resolve the base commit (missing: inconclusive) and,
+1. open the repository and resolve the base commit (missing: inconclusive),
+   which must be in the history of the configured ``trusted_ref`` if any, and,
    in commit mode, the head commit (missing: the work was never committed);
 2. vet every claim: a safe relative path, an action that agrees with its hashes,
    no path claimed twice, no protected path;
@@ -103,6 +104,10 @@ def check(
                 f"base commit {base_commit} is not in {str(repo.root)!r}; "
                 "fetch it or point --repo at the right repository",
             )
+        if repo_config.trusted_ref is not None:
+            untrusted = _untrusted_base(repo, base, repo_config.trusted_ref)
+            if untrusted is not None:
+                return untrusted
         head = None
         if head_commit is not None:
             head = repo.resolve_commit(head_commit)
@@ -115,6 +120,30 @@ def check(
                 )
                 return CheckResult.from_findings(NAME, [finding], {"mode": "commit"})
         return _compare(repo, base, head, claims, repo_config)
+
+
+def _untrusted_base(repo: Repository, base: str, trusted_ref: str) -> CheckResult | None:
+    """A result when the base is not in the history of the trusted ref, else None.
+
+    Without this, a report could name as its base a commit of its own making
+    (tests weakened, say) and every comparison would start from there.
+    """
+    trusted = repo.resolve_ref(trusted_ref)
+    if trusted is None:
+        return CheckResult.error(
+            NAME,
+            "change.trusted_ref_missing",
+            f"the trusted ref {trusted_ref!r} of the configuration is not in the repository",
+        )
+    if repo.is_ancestor(base, trusted):
+        return None
+    finding = Finding(
+        "change.base_untrusted",
+        f"the base commit {base} is not in the history of {trusted_ref}",
+        expected=f"an ancestor of {trusted_ref} ({trusted})",
+        found=base,
+    )
+    return CheckResult.from_findings(NAME, [finding], {"trusted_ref": trusted_ref})
 
 
 def _compare(
