@@ -220,3 +220,17 @@ def test_verify_refuses_a_stored_session_id_with_other_bytes_before_testing(
     assert done.returncode == 2
     assert "already stored with different bytes" in done.stderr
     assert "running tests" not in done.stderr
+
+
+def test_a_crash_exits_4_not_1(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Exit 1 means "not delivered": a bug must never be read as a verdict."""
+    from verifier import cli
+
+    def broken(*args: object, **kwargs: object) -> object:
+        raise RuntimeError("simulated bug")
+
+    monkeypatch.setattr(cli.Config, "load", broken)
+    monkeypatch.setattr(sys, "argv", ["verifier", "list"])
+    with pytest.raises(SystemExit) as info:
+        cli.entry()
+    assert info.value.code == 4

@@ -4,14 +4,16 @@ Heavy modules (the google-genai SDK, SQLAlchemy) are imported by the commands
 that need them, so that `--help` and the commands that do not stay quick.
 
 Exit codes: 0 delivered, 1 not delivered, 2 invalid report or usage error,
-3 inconclusive. Only `VerifierError` is caught; anything else is a bug and
-shows its traceback.
+3 inconclusive, 4 internal error. Commands turn only `VerifierError` into a
+message; anything else is a bug, shown with its traceback by `entry`, which
+exits 4 so that a crash is never read as a verdict.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -254,6 +256,16 @@ def list_cmd(config_path: Path | None, fmt: str) -> None:
             click.echo(json.dumps(render.listing_dict(rows, rates), ensure_ascii=False, indent=2))
         else:
             render.listing(render.console(), rows, rates)
+
+
+def entry() -> None:
+    """The console script: `main`, with a crash exiting 4 rather than Python's 1."""
+    try:
+        main()
+    except Exception:
+        traceback.print_exc()
+        click.echo("verifier: internal error (a bug): no verdict was reached", err=True)
+        sys.exit(4)
 
 
 @main.group("db")
