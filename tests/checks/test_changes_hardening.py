@@ -171,3 +171,13 @@ def test_a_trusted_ref_that_is_missing_is_inconclusive(repo: GitRepo) -> None:
     result = check(repo.path, repo.head(), None, [], cfg)
     assert result.status is CheckStatus.ERROR
     assert codes(result) == ["change.trusted_ref_missing"]
+
+
+def test_git_failing_half_way_is_inconclusive_not_a_crash(repo: GitRepo) -> None:
+    base = repo.head()
+    head = repo.commit({"calc.py": FIXED})
+    blob = repo.git("rev-parse", f"{head}:calc.py")
+    (repo.path / ".git" / "objects" / blob[:2] / blob[2:]).unlink()  # a corrupt repository
+    result = check(repo.path, base, head, [modify("calc.py", CALC, FIXED)], CFG)
+    assert result.status is CheckStatus.ERROR
+    assert codes(result) == ["change.git_failed"]

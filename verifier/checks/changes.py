@@ -96,30 +96,44 @@ def check(
     except InfrastructureError as exc:
         return CheckResult.error(NAME, "change.repo_unavailable", str(exc))
     with repo:
-        base = repo.resolve_commit(base_commit)
-        if base is None:
-            return CheckResult.error(
-                NAME,
-                "change.base_missing",
-                f"base commit {base_commit} is not in {str(repo.root)!r}; "
-                "fetch it or point --repo at the right repository",
+        try:
+            return _check(repo, base_commit, head_commit, claims, repo_config)
+        except InfrastructureError as exc:  # git failed or timed out half-way
+            return CheckResult.error(NAME, "change.git_failed", str(exc))
+
+
+def _check(
+    repo: Repository,
+    base_commit: str,
+    head_commit: str | None,
+    claims: Sequence[ClaimedChange],
+    repo_config: RepositoryConfig,
+) -> CheckResult:
+    """Steps 1 to 5 on an open repository."""
+    base = repo.resolve_commit(base_commit)
+    if base is None:
+        return CheckResult.error(
+            NAME,
+            "change.base_missing",
+            f"base commit {base_commit} is not in {str(repo.root)!r}; "
+            "fetch it or point --repo at the right repository",
+        )
+    if repo_config.trusted_ref is not None:
+        untrusted = _untrusted_base(repo, base, repo_config.trusted_ref)
+        if untrusted is not None:
+            return untrusted
+    head = None
+    if head_commit is not None:
+        head = repo.resolve_commit(head_commit)
+        if head is None:
+            finding = Finding(
+                "change.head_missing",
+                f"head commit {head_commit} does not exist in the repository",
+                expected=head_commit,
+                found=ABSENT,
             )
-        if repo_config.trusted_ref is not None:
-            untrusted = _untrusted_base(repo, base, repo_config.trusted_ref)
-            if untrusted is not None:
-                return untrusted
-        head = None
-        if head_commit is not None:
-            head = repo.resolve_commit(head_commit)
-            if head is None:
-                finding = Finding(
-                    "change.head_missing",
-                    f"head commit {head_commit} does not exist in the repository",
-                    expected=head_commit,
-                    found=ABSENT,
-                )
-                return CheckResult.from_findings(NAME, [finding], {"mode": "commit"})
-        return _compare(repo, base, head, claims, repo_config)
+            return CheckResult.from_findings(NAME, [finding], {"mode": "commit"})
+    return _compare(repo, base, head, claims, repo_config)
 
 
 def _untrusted_base(repo: Repository, base: str, trusted_ref: str) -> CheckResult | None:
