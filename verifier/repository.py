@@ -25,6 +25,7 @@ import os
 import string
 import subprocess
 import tempfile
+import threading
 from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -224,29 +225,28 @@ class Repository:
 
     def _cat_file_sha256s(self, wanted: Sequence[str]) -> dict[str, str]:
         """Hash `wanted` blobs through one ``git cat-file --batch``, as they stream."""
-        with tempfile.TemporaryFile() as ids:
+        with tempfile.TemporaryFile() as ids, tempfile.TemporaryFile() as errors:
             ids.write("".join(f"{sha}\n" for sha in wanted).encode("ascii"))
             ids.seek(0)
-            process = self._repo.git.execute(
+            proc = subprocess.Popen(
                 ["git", *SAFE_CONFIG, "cat-file", "--batch"],
-                istream=ids,
-                as_process=True,
+                cwd=self.root,
                 env=self._env,
+                stdin=ids,
+                stdout=subprocess.PIPE,
+                stderr=errors,
             )
-            proc = process.proc
-            assert proc is not None and proc.stdout is not None
+            watchdog = threading.Timer(GIT_TIMEOUT_S, proc.kill)
+            watchdog.start()
+            assert proc.stdout is not None
             try:
                 digests = {sha: _stream_sha256(proc.stdout, sha) for sha in wanted}
-                process.wait()  # raises GitCommandError on a non-zero exit
-            except git.GitCommandError as exc:
-                raise InfrastructureError(f"git cat-file failed: {exc.stderr.strip()}") from None
             finally:
-                if proc.poll() is None:  # we stopped reading early: stop git too
+                watchdog.cancel()
+                if proc.poll() is None:  # done reading, or stopped early: git must stop too
                     proc.kill()
-                    proc.wait()
+                proc.wait()
                 proc.stdout.close()
-                if proc.stderr is not None:
-                    proc.stderr.close()
         return digests
 
     def changed_between(self, base: str, head: str) -> set[str]:

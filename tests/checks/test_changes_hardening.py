@@ -181,3 +181,21 @@ def test_git_failing_half_way_is_inconclusive_not_a_crash(repo: GitRepo) -> None
     result = check(repo.path, base, head, [modify("calc.py", CALC, FIXED)], CFG)
     assert result.status is CheckStatus.ERROR
     assert codes(result) == ["change.git_failed"]
+
+
+def test_claims_in_bulk_are_hashed_in_parallel_batches(repo: GitRepo) -> None:
+    """Enough claims to split the blob reads between git processes; every hash checked."""
+    files = {f"pkg/m{i:03}.py": f"x = {i}\n" for i in range(80)}
+    base = repo.head()
+    head = repo.commit(files)
+    claims = [
+        ClaimedChange(path=p, action="create", sha256_before=None, sha256_after=sha256(c.encode()))
+        for p, c in files.items()
+    ]
+    assert check(repo.path, base, head, claims, CFG).status is CheckStatus.PASS
+    claims[57] = ClaimedChange(
+        path="pkg/m057.py", action="create", sha256_before=None, sha256_after=sha256(b"other")
+    )
+    result = check(repo.path, base, head, claims, CFG)
+    assert codes(result) == ["change.hash_mismatch"]
+    assert result.findings[0].path == "pkg/m057.py"
