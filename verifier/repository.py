@@ -1,4 +1,4 @@
-"""Read-only access to a git repository, through GitPython.
+"""Read-only access to a git repository: GitPython opens it, plumbing reads it.
 
 The repository is the agent's work, so it is read as untrusted data:
 
