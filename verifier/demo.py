@@ -78,7 +78,7 @@ BASE_FILES = {
 TASK = "Make the test suite pass."
 BUGGY = "    return a + b\n"
 FIXED = "    return a - b\n"
-PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+PYTEST = ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider"]
 
 
 def _fix(call_id: str = "c2") -> list[Any]:
@@ -109,8 +109,10 @@ class Scenario:
 
 
 def _run_command(root: Path, args: Mapping[str, Any]) -> dict[str, Any]:
-    """run_command without durations in its output, so the demo's reports are reproducible."""
-    response = DEFAULT_TOOLS["run_command"](root, args)
+    """run_command as the demo's harness runs it: `python` is this interpreter, and the
+    output carries no durations, so the reports are the same on every machine and run."""
+    argv = [sys.executable if a == "python" else a for a in args["command"]]
+    response = DEFAULT_TOOLS["run_command"](root, {**args, "command": argv})
     response["output"] = re.sub(r" in \d+\.\d+s\b", "", response["output"])
     return response
 
@@ -195,9 +197,11 @@ def _audit_gap(root: Path, sid: str) -> dict[str, Any]:
 
 def _undeclared(root: Path, sid: str) -> dict[str, Any]:
     """A formatter run rewrote README.md; the agent claims only calc.py."""
-    fmt = [sys.executable, "-c", "open('README.md', 'a').write('Formatted.\\n')"]
+    fmt = ["python", "-c", "open('README.md', 'a').write('Formatted.\\n')"]
     turns = [*_fix()[:2], model_turn(call("run_command", "c5", command=fmt)), _fix()[3]]
-    session = run_session(root, sid, TASK + " Format.", ScriptedModel(turns), commit=True)
+    session = run_session(
+        root, sid, TASK + " Format.", ScriptedModel(turns), commit=True, tools=TOOLS
+    )
     claims = [c for c in session.claims() if c["path"] == "calc.py"]
     return session.report(claims=claims)
 
