@@ -234,3 +234,27 @@ def test_a_crash_exits_4_not_1(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(SystemExit) as info:
         cli.entry()
     assert info.value.code == 4
+
+
+@pytest.mark.postgres
+def test_verify_into_postgresql_after_db_upgrade(
+    setup: tuple[GitRepo, Path], tmp_path: Path
+) -> None:
+    from store.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
+
+    if not POSTGRES_URL:
+        pytest.skip(NO_POSTGRES)
+    repo, cfg = setup
+    report = write(tmp_path, fixed_session(repo).report())
+    with postgres_database(POSTGRES_URL) as url:
+        env = {"VERIFIER_DATABASE_URL": url}
+        refused = verifier("verify", str(report), "--config", str(cfg), env=env)
+        assert refused.returncode == 2  # a store that is not migrated is a configuration error
+        assert "run `verifier db upgrade`" in refused.stderr
+        assert "running tests" not in refused.stderr
+        assert verifier("db", "upgrade", env=env).returncode == 0
+        done = verifier("verify", str(report), "--config", str(cfg), "--format", "json", env=env)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["stored"].startswith("stored as run")
+        listed = json.loads(verifier("list", "--format", "json", env=env).stdout)
+        assert listed["rates"]["delivered"] == 1
