@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -74,13 +75,25 @@ def verification(console: Console, v: Verification, stored_note: str | None = No
             console.print(f"    - [bold]{escape(finding.code)}[/bold] {escape(finding.message)}")
             if finding.expected is not None or finding.found is not None:
                 console.print(
-                    f"      [dim]expected[/dim] {escape(str(finding.expected))}  "
-                    f"[dim]found[/dim] {escape(str(finding.found))}"
+                    f"      [dim]expected[/dim] {escape(_short(finding.expected))}  "
+                    f"[dim]found[/dim] {escape(_short(finding.found))}"
                 )
+        if result.name == "tests" and result.status is CheckStatus.FAIL:
+            tail = str(result.details.get("output_excerpt") or "").rstrip().splitlines()[-6:]
+            for line in tail:
+                console.print(f"      [dim]| {escape(line)}[/dim]")
     for note in v.notes:
         console.print(f"  [dim]note: {escape(note)}[/dim]")
     if stored_note:
         console.print(f"  [dim]{escape(stored_note)}[/dim]")
+
+
+_HASH = re.compile(r"\b([0-9a-f]{12})[0-9a-f]{52}\b")
+
+
+def _short(value: str | None) -> str:
+    """Hashes cut to 12 digits for reading; the JSON form keeps them whole."""
+    return _HASH.sub(r"\1…", str(value))
 
 
 def _summary(result: CheckResult) -> str:
