@@ -30,9 +30,6 @@ class ActionKind(enum.StrEnum):
     UNKNOWN = "unknown"
 
 
-MUTATING = frozenset({ActionKind.WRITE, ActionKind.REPLACE, ActionKind.DELETE})
-
-
 @dataclass(frozen=True)
 class FunctionSpec:
     action: ActionKind

@@ -42,10 +42,6 @@ def verdict_text(status: str) -> str:
     return f"[{style}]{status.replace('_', ' ')}[/{style}]" if style else status
 
 
-def finding_line(finding: Finding) -> str:
-    return f"{finding.code}: {finding.message}"
-
-
 def finding_short(finding: Finding) -> str:
     """The code and where: what fits in a table cell."""
     return f"{finding.code} {finding.path}" if finding.path else finding.code

@@ -37,9 +37,7 @@ import git
 from verifier.errors import InfrastructureError
 from verifier.paths import UnsafeFile, hash_in_root
 
-NULL_SHA = "0" * 40
 MODE_LINK = "120000"
-MODE_GITLINK = "160000"
 _CHUNK = 1 << 20
 #: `Repository.blob_sha256s` splits at least this many blobs between this many processes.
 BATCH_SPLIT_MIN = 64
@@ -273,10 +271,6 @@ class Repository:
         """Tracked files plus untracked files that are not ignored."""
         out = self._run("ls-files", "-z", "--cached", "--others", "--exclude-standard")
         return {_decode(p) for p in out.split(b"\0") if p}
-
-    def untracked(self) -> list[str]:
-        out = self._run("ls-files", "-z", "--others", "--exclude-standard")
-        return [_decode(p) for p in out.split(b"\0") if p]
 
     def _worktree_entry(self, rel: str) -> TreeEntry | None:
         """What git would record for `rel` now: its mode and blob sha; None if unreadable."""

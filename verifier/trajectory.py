@@ -71,15 +71,6 @@ class Trajectory:
     ignored_keys: tuple[str, ...]
     misplaced_calls: tuple[ToolCall, ...] = ()
 
-    @property
-    def final_text(self) -> str | None:
-        """The text of the last model turn, when it has any."""
-        for content in reversed(self.contents):
-            if content.role == "model":
-                texts = [p.text for p in content.parts or () if p.text and not p.thought]
-                return "".join(texts) or None
-        return None
-
 
 def load_trajectory(contents: Sequence[Any]) -> Trajectory:
     """Load the contents with the SDK's types and pair calls with responses."""

@@ -230,20 +230,6 @@ class Store:
             session.flush()
             return row.id
 
-    def rejected(self) -> list[tuple[int, str, str, str, bytes]]:
-        """Every rejected report: id, source, field, problem and the bytes, oldest first."""
-        with self._transaction() as session:
-            rows = session.execute(
-                select(
-                    RejectedReportModel.id,
-                    RejectedReportModel.source,
-                    RejectedReportModel.field,
-                    RejectedReportModel.problem,
-                    RejectedReportModel.report,
-                ).order_by(RejectedReportModel.id)
-            ).all()
-        return [(r[0], r[1], r[2], r[3], r[4]) for r in rows]
-
     def get_session(self, session_id: str) -> SessionRow:
         stored = self._find_session(session_id)
         if stored is None:
