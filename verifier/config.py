@@ -16,10 +16,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from verifier import resources
 from verifier.errors import ConfigError
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_CONFIG_FILE = PROJECT_ROOT / "config" / "verifier.toml"
+DEFAULT_CONFIG_FILE = resources.default_config_file()
 DEFAULT_TEST_TIMEOUT_S = 600.0
 
 
@@ -49,7 +49,7 @@ class Config:
     network_isolation: str = "auto"  # auto | required | off
     output_excerpt_bytes: int = 8192
     max_snapshot_bytes: int = 2 * 1024**3
-    profiles_dir: Path = PROJECT_ROOT / "config" / "profiles"
+    profiles_dir: Path = field(default_factory=resources.profiles_dir)
     repositories: Mapping[str, RepositoryConfig] = field(default_factory=dict)
     source: Path | None = None
 

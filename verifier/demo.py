@@ -22,7 +22,7 @@ from typing import Any
 
 from rich.markup import escape
 
-from verifier import render
+from verifier import render, resources
 from verifier.config import Config
 from verifier.contract import parse_report
 from verifier.errors import SessionConflict
@@ -274,7 +274,7 @@ def build(workdir: Path) -> tuple[Path, list[Path]]:
         path.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         paths.append(path)
     config = workdir / "verifier.toml"
-    profiles = Path(__file__).resolve().parent.parent / "config" / "profiles"
+    profiles = resources.profiles_dir()
     config.write_text(
         "[verifier]\n"
         f"profiles_dir = {json.dumps(str(profiles))}\n"

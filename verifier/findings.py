@@ -35,6 +35,8 @@ class CheckResult:
     findings: tuple[Finding, ...] = ()
     details: dict[str, Any] = field(default_factory=dict)
     duration_s: float = 0.0
+    # What a reader must know about how the check was carried out (e.g. nothing counted).
+    notes: tuple[str, ...] = ()
     # SHA-256 of each file the check read in the head state, by path, for the next
     # checks to hold their own reads against; not part of the JSON form.
     observed: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
@@ -58,6 +60,7 @@ class CheckResult:
             "findings": [f.to_dict() for f in self.findings],
             "details": self.details,
             "duration_s": round(self.duration_s, 6),
+            "notes": list(self.notes),
         }
 
 

@@ -43,7 +43,7 @@ from sqlalchemy.exc import (
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry
 
-import verifier
+from verifier import resources
 from verifier.errors import ConfigError, InfrastructureError, NotFound, SessionConflict
 from verifier.findings import CheckStatus, DeliveryStatus, Finding, Verification
 from verifier.store.models import (
@@ -59,7 +59,7 @@ if TYPE_CHECKING:  # the contract's models load the google-genai SDK; the store 
 
     from verifier.contract import Report
 
-MIGRATIONS_DIR = Path(verifier.__file__).resolve().parent.parent / "migrations"
+MIGRATIONS_DIR = resources.migrations_dir()
 # The newest migration. Opening a store that is already there needs no Alembic (whose
 # import costs half a second of every command); a test keeps this equal to Alembic's head.
 HEAD_REVISION = "0001"
