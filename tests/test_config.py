@@ -47,10 +47,13 @@ def test_an_unregistered_repository_has_no_command() -> None:
     [
         ("[verifier]\ntest_timeout = -1\n", "verifier.test_timeout"),
         ("[verifier]\nnetwork_isolation = 'sometimes'\n", "verifier.network_isolation"),
-        ("[verifier]\ncolour = 1\n", "unknown keys"),
+        ("[verifier]\ncolour = 1\n", "verifier.colour: unknown key"),
         ("[repositories.calc]\ntest_command = 3\n", "repositories.calc.test_command"),
         ("[repositories.calc]\nprotected_paths = 'tests'\n", "repositories.calc.protected_paths"),
-        ("[repositories.calc]\nhost = 'x'\n", "unknown keys"),
+        ("[repositories.calc]\nhost = 'x'\n", "repositories.calc.host: unknown key"),
+        ("[repositories.calc]\ntest_timeout = true\n", "repositories.calc.test_timeout"),
+        ("[verifier]\nmax_snapshot_bytes = '1'\n", "verifier.max_snapshot_bytes"),
+        ("[verfier]\n", "unknown tables"),
         ("this is = not toml =", "cannot be read"),
     ],
 )
@@ -80,3 +83,65 @@ def test_shell_metacharacters_stay_literal_arguments() -> None:
     )
     with pytest.raises(ConfigError, match="cannot split"):
         parse_command("pytest 'unclosed", "cmd")
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_search_order_is_flag_env_xdg_then_system(tmp_path: Path) -> None:
+    system = tmp_path / "etc"
+    xdg = tmp_path / "xdg"
+    env = {"XDG_CONFIG_HOME": str(xdg)}
+    assert Config.load(environ=env, system_dir=system).source is None
+    sys_file = _write(system / "verifier.toml", "[verifier]\ntest_timeout = 4\n")
+    assert Config.load(environ=env, system_dir=system).source == sys_file
+    xdg_file = _write(xdg / "verifier" / "verifier.toml", "[verifier]\ntest_timeout = 3\n")
+    assert Config.load(environ=env, system_dir=system).test_timeout_s == 3
+    named = _write(tmp_path / "named.toml", "[verifier]\ntest_timeout = 2\n")
+    env_named = {**env, "VERIFIER_CONFIG": str(named)}
+    assert Config.load(environ=env_named, system_dir=system).source == named
+    flag = _write(tmp_path / "flag.toml", "[verifier]\ntest_timeout = 1\n")
+    assert Config.load(flag, environ=env_named, system_dir=system).test_timeout_s == 1
+    assert xdg_file.is_file()
+
+
+def test_a_verifier_toml_in_the_current_directory_is_never_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _write(tmp_path / "verifier.toml", "[verifier]\nnetwork_isolation = 'off'\n")
+    _write(tmp_path / "config" / "verifier.toml", "[verifier]\nnetwork_isolation = 'off'\n")
+    monkeypatch.chdir(tmp_path)
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "none")}
+    config = Config.load(environ=env, system_dir=tmp_path / "none")
+    assert config.network_isolation == "auto"
+    assert config.source is None
+
+
+def test_the_packaged_defaults_fill_what_the_file_leaves_out(tmp_path: Path) -> None:
+    path = _write(tmp_path / "v.toml", "[verifier]\ntest_timeout = 7\n")
+    config = Config.load(path, environ={})
+    assert config.test_timeout_s == 7
+    assert config.network_isolation == "auto"
+    assert (config.profiles_dir / "default.toml").is_file()
+
+
+def test_the_packaged_file_says_what_the_code_defaults_are() -> None:
+    """Security defaults live in code; the packaged file only documents them."""
+    packaged = Config.load(environ={}, system_dir=Path("/nonexistent"))
+    assert packaged.settings() == Config().settings()
+
+
+def test_settings_mask_the_database_password() -> None:
+    config = Config.load(
+        environ={"VERIFIER_DATABASE_URL": "postgresql+psycopg://bob:s3cret@db:5432/v"}
+    )
+    assert config.settings()["database_url"] == "postgresql+psycopg://bob:***@db:5432/v"
+    assert "s3cret" not in repr(config.settings())
+
+
+def test_a_config_file_that_is_a_folder_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="is not a file"):
+        Config.load(tmp_path, environ={})

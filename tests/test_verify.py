@@ -254,7 +254,7 @@ def test_an_unknown_tool_profile_is_a_note_not_an_error(repo: GitRepo) -> None:
     v = check(repo, report)
     assert v.delivery_status is DeliveryStatus.DELIVERED
     assert v.checks["audit"].details["unknown_calls"] == ["read_file", "replace_lines"]
-    assert any("vendor-x" in note for note in v.notes)
+    assert any("vendor-x" in note for note in v.checks["audit"].notes)
 
 
 def test_unknown_trajectory_keys_are_noted_and_counted(repo: GitRepo) -> None:

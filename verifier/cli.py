@@ -1,41 +1,34 @@
-"""The `verifier` command line.
+"""The `verifier` command line: a face of `verifier.pipeline`, nothing more.
 
-Heavy modules (the google-genai SDK, SQLAlchemy) are imported by the commands
-that need them, so that `--help` and the commands that do not stay quick.
+Heavy modules (the google-genai SDK, SQLAlchemy, rich) are imported by the
+commands that need them, so that `--help` and the commands that do not stay
+quick.
 
 Exit codes: 0 delivered, 1 not delivered, 2 invalid report or usage error,
-3 inconclusive, 4 internal error. Commands turn only `VerifierError` into a
-message; anything else is a bug, shown with its traceback by `entry`, which
-exits 4 so that a crash is never read as a verdict.
+3 inconclusive, 4 internal error, 130 and 143 interrupted by SIGINT and
+SIGTERM. `entry` is the one place errors are caught: our own (`VerifierError`)
+become a message and their code; anything else is a bug, shown with its
+traceback, exit 4, so that a crash is never read as a verdict.
 """
 
 from __future__ import annotations
 
-import json
+import os
+import signal
 import sys
 import traceback
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from types import FrameType
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from verifier import __version__, render
 from verifier.config import Config, parse_command
-from verifier.errors import ConfigError, InfrastructureError, InvalidReport, VerifierError
-from verifier.findings import DeliveryStatus, Verification
+from verifier.errors import ConfigError, Interrupted, InvalidReport, NotFound, VerifierError
 
 if TYPE_CHECKING:
     from verifier.store import Store
-
-EXIT = {
-    DeliveryStatus.DELIVERED: 0,
-    DeliveryStatus.NOT_DELIVERED: 1,
-    DeliveryStatus.INCONCLUSIVE: 3,
-}
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 format_option = click.option(
     "--format",
@@ -49,18 +42,16 @@ config_option = click.option(
     "--config",
     "config_path",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Configuration file (default: config/verifier.toml, or $VERIFIER_CONFIG).",
+    help="Configuration file (default: $VERIFIER_CONFIG, ~/.config/verifier/verifier.toml, "
+    "/etc/verifier/verifier.toml).",
 )
 
 
-@contextmanager
-def _errors() -> Iterator[None]:
-    """Turn our own errors into a message on stderr and their exit code."""
-    try:
-        yield
-    except VerifierError as exc:
-        click.echo(f"verifier: {exc}", err=True)
-        sys.exit(exc.exit_code)
+class _Exit(Exception):
+    """The exit code a command chose once its output is written."""
+
+    def __init__(self, code: int) -> None:
+        self.code = code
 
 
 def _read(source: str) -> bytes:
@@ -70,6 +61,21 @@ def _read(source: str) -> bytes:
         return Path(source).read_bytes()
     except OSError as exc:
         raise ConfigError(f"cannot read report {source!r}: {exc.strerror}") from None
+
+
+def _emit(text: str) -> None:
+    """Write to stdout; a reader that went away (`| head -1`) ends the output quietly."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _stdout_gone()
+
+
+def _stdout_gone() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -101,75 +107,22 @@ def verify_cmd(
     fmt: str,
 ) -> None:
     """Verify one session report, print the verdict and store it."""
-    from verifier.contract import parse_report
-    from verifier.verify import Options, verify
+    from verifier.pipeline import verify_report
+    from verifier.verify import Options
 
-    with _errors():
-        config = Config.load(config_path)
-        raw = _read(report)
-        try:
-            parsed = parse_report(raw)
-        except InvalidReport:
-            _keep_rejected(config, raw, report, no_store)
-            raise
-        command = (
-            parse_command(test_command, "--test-command") if test_command is not None else None
-        )
-        options = Options(repo_path=repo_path, test_command=command, test_timeout_s=test_timeout)
-        err = render.console(stderr=True)
-        progress = None if fmt == "json" else (lambda line: err.print(f"[dim]… {line}[/dim]"))
-        # Ingest first: a session id stored with other bytes is refused before any work.
-        note = None if no_store else _store(config, lambda store: store.ingest(parsed))
-        verification = verify(parsed, config, options, progress)
-        if not no_store and note is None:
-            note = _store(config, lambda store: store.record_run(verification))
-        _print_verification(
-            verification, fmt, note or ("not stored (--no-store)" if no_store else None)
-        )
-        code = EXIT[verification.delivery_status]
-        sys.exit(3 if note and note.startswith("not stored") and code == 0 else code)
-
-
-def _store(config: Config, action: Callable[[Store], object]) -> str | None:
-    """Run `action` on the store: None when done, a note when the store cannot be used.
-
-    A database we cannot reach does not stop the verification (the verdict is
-    printed, and a delivered one becomes inconclusive); a conflicting session id
-    does, as `SessionConflict`.
-    """
-    from verifier.store import Store
-
-    try:
-        with Store.open(config.database_url) as store:
-            result = action(store)
-    except InfrastructureError as exc:
-        return f"not stored: {exc}"
-    return f"stored as run {result}" if isinstance(result, int) else None
-
-
-def _keep_rejected(config: Config, raw: bytes, source: str, no_store: bool) -> None:
-    """Keep the bytes of a report we could not read, so nothing is lost."""
-    if no_store:
-        return
-    exc = sys.exc_info()[1]
-    assert isinstance(exc, InvalidReport)
-    from verifier.store import Store
-
-    try:
-        with Store.open(config.database_url) as store:
-            store.reject(raw, source=source, field=exc.field, problem=exc.problem)
-    except VerifierError:
-        pass  # the report error is the one to show
-
-
-def _print_verification(verification: Verification, fmt: str, stored_note: str | None) -> None:
+    config = Config.load(config_path)
+    raw = _read(report)
+    command = parse_command(test_command, "--test-command") if test_command is not None else None
+    options = Options(repo_path=repo_path, test_command=command, test_timeout_s=test_timeout)
+    progress = None if fmt == "json" else render.progress_printer()
+    outcome = verify_report(
+        raw, config, options, store=not no_store, source=report, progress=progress
+    )
     if fmt == "json":
-        data = verification.to_dict()
-        if stored_note is not None:
-            data["stored"] = stored_note
-        click.echo(json.dumps(data, ensure_ascii=False, indent=2))
+        _emit(render.verification_json(outcome.verification, outcome.stored))
     else:
-        render.verification(render.console(), verification, stored_note)
+        _emit(render.verification_text(outcome.verification, outcome.stored))
+    raise _Exit(outcome.exit_code)
 
 
 @main.command("ingest")
@@ -180,45 +133,30 @@ def ingest_cmd(reports: tuple[str, ...], config_path: Path | None, fmt: str) -> 
     """Store session reports without verifying them."""
     from verifier.store import Store
 
-    with _errors():
-        config = Config.load(config_path)
-        rows: list[dict[str, str]] = []
-        err = render.console(stderr=True)
-        with Store.open(config.database_url) as store:
-            for n, source in enumerate(reports, 1):
-                rows.append(_ingest_one(store, source))
-                if fmt == "text" and len(reports) > 1:
-                    err.print(f"[dim]… {n}/{len(reports)} {rows[-1]['result']}: {source}[/dim]")
-        if fmt == "json":
-            click.echo(json.dumps(rows, ensure_ascii=False, indent=2))
-        else:
-            render.ingest_table(render.console(), rows)
-        sys.exit(2 if any(r["result"] in ("invalid", "conflict") for r in rows) else 0)
+    config = Config.load(config_path)
+    rows: list[dict[str, str]] = []
+    with Store.open(config.database_url) as store:
+        for n, source in enumerate(reports, 1):
+            rows.append(_ingest_one(store, source))
+            if fmt == "text" and len(reports) > 1:
+                click.echo(f"… {n}/{len(reports)} {rows[-1]['result']}: {source}", err=True)
+    _emit(render.ingest_json(rows) if fmt == "json" else render.ingest_text(rows))
+    raise _Exit(2 if any(r["result"] in ("invalid", "conflict") for r in rows) else 0)
 
 
 def _ingest_one(store: Store, source: str) -> dict[str, str]:
-    from verifier.contract import parse_report
+    from verifier.pipeline import submit
 
+    row = {"report": source, "result": "", "session_id": "", "message": ""}
     try:
-        raw = _read(source)
-    except ConfigError as exc:
-        return {"report": source, "result": "invalid", "session_id": "", "message": str(exc)}
-    try:
-        parsed = parse_report(raw)
-    except InvalidReport as exc:
-        store.reject(raw, source=source, field=exc.field, problem=exc.problem)
-        return {"report": source, "result": "invalid", "session_id": "", "message": str(exc)}
-    try:
-        _row, created = store.ingest(parsed)
+        session, created = submit(store, _read(source), source)
+    except (ConfigError, InvalidReport) as exc:
+        return {**row, "result": "invalid", "message": str(exc)}
     except VerifierError as exc:
-        return {
-            "report": source,
-            "result": "conflict",
-            "session_id": parsed.session_id,
-            "message": str(exc),
-        }
+        session_id = getattr(exc, "session_id", "")
+        return {**row, "result": "conflict", "session_id": session_id, "message": str(exc)}
     result = "stored" if created else "already stored"
-    return {"report": source, "result": result, "session_id": parsed.session_id, "message": ""}
+    return {**row, "result": result, "session_id": session.session_id}
 
 
 @main.command("show", short_help="A stored session with its runs and latest findings.")
@@ -227,45 +165,69 @@ def _ingest_one(store: Store, source: str) -> dict[str, str]:
 @format_option
 def show_cmd(session_id: str, config_path: Path | None, fmt: str) -> None:
     """Show a stored session, its verification runs and the latest findings."""
-    from verifier.store import Store
+    from verifier.store import NoStore, Store
 
-    with _errors():
-        config = Config.load(config_path)
-        with Store.open(config.database_url) as store:
+    config = Config.load(config_path)
+    try:
+        with Store.open(config.database_url, read_only=True) as store:
             session = store.get_session(session_id)
             runs = store.runs(session_id)
-        if fmt == "json":
-            click.echo(json.dumps(render.session_dict(session, runs), ensure_ascii=False, indent=2))
-        else:
-            render.session(render.console(), session, runs)
+    except NoStore as exc:
+        raise NotFound(f"session {session_id!r} is not stored: {exc}") from None
+    if fmt == "json":
+        _emit(render.dumps(render.session_dict(session, runs)))
+    else:
+        _emit(render.session_text(session, runs))
 
 
-@main.command("list", short_help="Stored sessions, latest verdicts, done and delivered rates.")
+@main.command("list", short_help="Stored sessions, verdicts, done and delivered rates.")
 @config_option
 @format_option
 def list_cmd(config_path: Path | None, fmt: str) -> None:
-    """List stored sessions with their latest verdict, and the done and delivered rates."""
-    from verifier.store import Store
+    """List stored sessions with their verdict, and the done and delivered rates."""
+    from verifier.store import NoStore, Rates, Store
 
-    with _errors():
-        config = Config.load(config_path)
-        with Store.open(config.database_url) as store:
-            rows = store.latest_runs()
-            rates = store.rates()
-        if fmt == "json":
-            click.echo(json.dumps(render.listing_dict(rows, rates), ensure_ascii=False, indent=2))
-        else:
-            render.listing(render.console(), rows, rates)
-
-
-def entry() -> None:
-    """The console script: `main`, with a crash exiting 4 rather than Python's 1."""
+    config = Config.load(config_path)
     try:
-        main()
-    except Exception:
-        traceback.print_exc()
-        click.echo("verifier: internal error (a bug): no verdict was reached", err=True)
-        sys.exit(4)
+        with Store.open(config.database_url, read_only=True) as store:
+            rows = store.sessions()
+            rates = store.rates()
+    except NoStore as exc:
+        click.echo(f"verifier: {exc}", err=True)
+        rows, rates = [], Rates.empty()
+    if fmt == "json":
+        _emit(render.dumps(render.listing_dict(rows, rates)))
+    else:
+        _emit(render.listing_text(rows, rates))
+
+
+@main.group("config")
+def config_group() -> None:
+    """The configuration in force."""
+
+
+@config_group.command("show")
+@config_option
+@format_option
+def config_show_cmd(config_path: Path | None, fmt: str) -> None:
+    """Which file was read, and the effective settings (secrets masked)."""
+    from verifier.config import config_candidates
+
+    config = Config.load(config_path)
+    data: dict[str, Any] = {
+        "file": None if config.source is None else str(config.source),
+        "searched": [str(p) for p in config_candidates(os.environ)],
+        "settings": config.settings(),
+    }
+    if fmt == "json":
+        _emit(render.dumps(data))
+        return
+    read = data["file"] or "none (the packaged defaults apply)"
+    lines = [f"file: {read}"]
+    if config.source is None and config_path is None:
+        lines.append("searched: " + ", ".join(data["searched"]))
+    lines.append(render.toml_like(data["settings"]))
+    _emit("\n".join(lines) + "\n")
 
 
 @main.group("db")
@@ -279,10 +241,9 @@ def db_upgrade_cmd(config_path: Path | None) -> None:
     """Migrate the database to the latest schema."""
     from verifier.store import upgrade
 
-    with _errors():
-        config = Config.load(config_path)
-        upgrade(config.database_url)
-        click.echo("database is at the latest revision")
+    config = Config.load(config_path)
+    upgrade(config.database_url)
+    _emit("database is at the latest revision\n")
 
 
 @main.command("demo", short_help="Sample sessions on a sample repository: done versus delivered.")
@@ -292,12 +253,63 @@ def db_upgrade_cmd(config_path: Path | None) -> None:
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("demo-out"),
     show_default=True,
-    help="Where the sample repository and reports are written.",
+    help="Where the sample repository, reports and store are written (a folder the demo made).",
 )
 @format_option
 def demo_cmd(workdir: Path, fmt: str) -> None:
     """Build a sample repository and sessions, verify them, and compare done with delivered."""
     from verifier import demo
 
-    with _errors():
-        demo.run(workdir, fmt)
+    demo.run(workdir, fmt)
+
+
+def _on_signal(signum: int, _frame: FrameType | None) -> None:
+    """First signal: unwind, killing the test run and removing our folders. Second: stop now."""
+    if getattr(_on_signal, "seen", False):
+        os._exit(128 + signum)
+    _on_signal.seen = True  # type: ignore[attr-defined]
+    raise Interrupted(signum)
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the command line and return its exit code; errors are caught here and only here."""
+    try:
+        main.main(args=argv, prog_name="verifier", standalone_mode=False)
+        return 0
+    except _Exit as exc:
+        return exc.code
+    except Interrupted as exc:
+        name = signal.Signals(exc.signum).name
+        click.echo(f"verifier: interrupted by {name}: no verdict was recorded", err=True)
+        return exc.exit_code
+    except VerifierError as exc:
+        click.echo(f"verifier: {exc}", err=True)
+        return exc.exit_code
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        return 2  # a usage error, whatever click's own code: 1 would read as "not delivered"
+    except click.exceptions.Abort:
+        return 130
+    except BrokenPipeError:
+        _stdout_gone()
+        return 0
+    except Exception:
+        traceback.print_exc()
+        click.echo("verifier: internal error (a bug): no verdict was reached", err=True)
+        return 4
+
+
+def entry() -> None:
+    """The console script: signals handled, output flushed, then exit without teardown."""
+    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGTERM, _on_signal)
+    code = run()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _stdout_gone()
+    sys.stderr.flush()
+    # Everything is closed and written: skip the interpreter's teardown of the SDK's modules.
+    os._exit(code)

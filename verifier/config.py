@@ -1,9 +1,21 @@
 """The verifier's configuration: one typed object, built once and passed in.
 
-Sources, later ones winning: the defaults below, ``config/verifier.toml`` of
-this project (or the file given with ``--config`` / ``VERIFIER_CONFIG``), and
-the environment (``VERIFIER_DATABASE_URL``). Nothing here is a module global
-that callers reassign.
+Layers, later ones winning key by key:
+
+1. the defaults in this module: every security default lives here, in code, so
+   it also applies to repositories nobody configured;
+2. the packaged ``verifier.toml`` (`verifier.resources.default_config_file`),
+   which documents those defaults (a test holds the two equal);
+3. the first file of: ``--config FILE``, ``$VERIFIER_CONFIG``,
+   ``$XDG_CONFIG_HOME/verifier/verifier.toml`` (``~/.config/...``),
+   ``/etc/verifier/verifier.toml``. Never a file from the current directory:
+   the verifier runs inside checkouts the agent wrote, and a committed
+   ``verifier.toml`` must not steer it;
+4. the environment: ``VERIFIER_DATABASE_URL``.
+
+The models are pydantic dataclasses: unknown keys are refused, and every error
+names the key (``repositories.calc.test_timeout``). Relative paths are relative
+to the folder of the file that gave them.
 """
 
 from __future__ import annotations
@@ -12,15 +24,23 @@ import os
 import shlex
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic.dataclasses import dataclass
 
 from verifier import resources
 from verifier.errors import ConfigError
 
-DEFAULT_CONFIG_FILE = resources.default_config_file()
 DEFAULT_TEST_TIMEOUT_S = 600.0
+SYSTEM_CONFIG_DIR = Path("/etc/verifier")
+CONFIG_NAME = "verifier.toml"
+
+_STRICT = ConfigDict(extra="forbid", populate_by_name=True)
+# Keys whose relative values are paths, relative to the folder of their file.
+_PATH_KEYS = {"verifier": ("profiles_dir",), "repository": ("path", "python", "venv")}
 
 
 def default_database_url() -> str:
@@ -29,158 +49,213 @@ def default_database_url() -> str:
     return f"sqlite:///{Path(base) / 'verifier' / 'verifier.sqlite3'}"
 
 
-@dataclass(frozen=True)
+def parse_command(value: Any, where: str) -> tuple[str, ...]:
+    """A command is an argument list, or a string split like a shell would, never run by one."""
+    try:
+        return _command(value)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def _command(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        try:
+            return tuple(shlex.split(value))
+        except ValueError as exc:
+            raise ValueError(f"cannot split {value!r}: {exc}") from None
+    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise ValueError(f"expected a string or a list of strings, got {value!r}")
+
+
+Command = Annotated[tuple[str, ...], BeforeValidator(_command)]
+Seconds = Annotated[float, Field(gt=0, strict=True)]
+PositiveInt = Annotated[int, Field(gt=0, strict=True)]
+Text = Annotated[str, Field(strict=True)]
+
+
+def _globs(value: Any) -> Any:
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"expected a list of glob strings, got {value!r}")
+    return tuple(value)
+
+
+Globs = Annotated[tuple[str, ...], BeforeValidator(_globs)]
+
+
+@dataclass(frozen=True, config=_STRICT)
 class RepositoryConfig:
     """What we know about one repository, by the name reports use for it."""
 
     name: str
     path: Path | None = None
-    test_command: tuple[str, ...] = ()
-    test_timeout_s: float | None = None
-    protected_paths: tuple[str, ...] = ()
+    test_command: Command = ()
+    test_timeout_s: Seconds | None = Field(default=None, alias="test_timeout")
+    # A change matching one of these globs fails (protect the test infrastructure).
+    protected_paths: Globs = ()
     # A ref only people update (e.g. refs/remotes/origin/main): the base must be in its history.
-    trusted_ref: str | None = None
+    trusted_ref: Text | None = None
 
 
-@dataclass(frozen=True)
+def _database_url(value: Any) -> Any:
+    return default_database_url() if value == "" else value
+
+
+@dataclass(frozen=True, config=_STRICT)
 class Config:
-    database_url: str = field(default_factory=default_database_url)
-    test_timeout_s: float = DEFAULT_TEST_TIMEOUT_S
-    network_isolation: str = "auto"  # auto | required | off
-    output_excerpt_bytes: int = 8192
-    max_snapshot_bytes: int = 2 * 1024**3
+    database_url: Annotated[Text, BeforeValidator(_database_url)] = field(
+        default_factory=default_database_url
+    )
+    test_timeout_s: Seconds = Field(default=DEFAULT_TEST_TIMEOUT_S, alias="test_timeout")
+    network_isolation: Literal["auto", "required", "off"] = "auto"
+    output_excerpt_bytes: PositiveInt = 8192
+    max_snapshot_bytes: PositiveInt = 2 * 1024**3
     profiles_dir: Path = field(default_factory=resources.profiles_dir)
     repositories: Mapping[str, RepositoryConfig] = field(default_factory=dict)
+    # The file the operator's settings came from; None when only the defaults apply.
     source: Path | None = None
 
     @classmethod
-    def load(cls, path: Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
-        """Build the configuration from a TOML file and the environment."""
+    def load(
+        cls,
+        path: Path | None = None,
+        environ: Mapping[str, str] | None = None,
+        system_dir: Path = SYSTEM_CONFIG_DIR,
+    ) -> Config:
+        """The configuration of this process: the layers of the module docstring."""
         env = os.environ if environ is None else environ
-        if path is None and env.get("VERIFIER_CONFIG"):
-            path = Path(env["VERIFIER_CONFIG"])
-        if path is None and DEFAULT_CONFIG_FILE.is_file():
-            path = DEFAULT_CONFIG_FILE
-        config = cls() if path is None else cls.from_toml(path)
+        source = path if path is not None else find_config_file(env, system_dir)
+        if source is not None and not source.is_file():
+            what = "does not exist" if not source.exists() else "is not a file"
+            raise ConfigError(f"config file {str(source)!r} {what}")
+        packaged = resources.default_config_file()
+        data = _read_toml(packaged) if packaged.is_file() else {}
+        if source is not None:
+            data = _merge(data, _read_toml(source))
+        config = cls.from_mapping(data, source=source)
         if env.get("VERIFIER_DATABASE_URL"):
-            config = replace(config, database_url=env["VERIFIER_DATABASE_URL"])
+            config = cls.from_mapping(
+                _merge(data, {"verifier": {"database_url": env["VERIFIER_DATABASE_URL"]}}),
+                source=source,
+            )
         return config
 
     @classmethod
-    def from_toml(cls, path: Path) -> Config:
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"config file {str(path)!r} does not exist") from None
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"config file {str(path)!r} cannot be read: {exc}") from None
-        return cls.from_mapping(data, base_dir=path.resolve().parent, source=path)
-
-    @classmethod
-    def from_mapping(
-        cls, data: Mapping[str, Any], base_dir: Path, source: Path | None = None
-    ) -> Config:
-        """Validate the TOML document; relative paths are relative to its folder."""
-        main = _table(data, "verifier")
-        unknown = set(main) - {
-            "database_url",
-            "test_timeout",
-            "network_isolation",
-            "output_excerpt_bytes",
-            "max_snapshot_bytes",
-            "profiles_dir",
-        }
+    def from_mapping(cls, data: Mapping[str, Any], source: Path | None = None) -> Config:
+        """Validate a TOML document whose relative paths are already resolved."""
+        unknown = set(data) - {"verifier", "repositories"}
         if unknown:
-            raise ConfigError(f"verifier: unknown keys {sorted(unknown)}")
-        kwargs: dict[str, Any] = {"source": source}
-        if main.get("database_url"):
-            kwargs["database_url"] = _str(main, "database_url", "verifier")
-        if "test_timeout" in main:
-            kwargs["test_timeout_s"] = _timeout(main["test_timeout"], "verifier.test_timeout")
-        if "network_isolation" in main:
-            mode = _str(main, "network_isolation", "verifier")
-            if mode not in {"auto", "required", "off"}:
-                raise ConfigError(
-                    f"verifier.network_isolation: expected auto, required or off, got {mode!r}"
-                )
-            kwargs["network_isolation"] = mode
-        for key in ("output_excerpt_bytes", "max_snapshot_bytes"):
-            if key in main:
-                value = main[key]
-                if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                    raise ConfigError(f"verifier.{key}: expected a positive integer, got {value!r}")
-                kwargs[key] = value
-        if "profiles_dir" in main:
-            kwargs["profiles_dir"] = base_dir / _str(main, "profiles_dir", "verifier")
-        repos = {}
-        for name, table in _table(data, "repositories").items():
+            raise ConfigError(f"unknown tables {sorted(unknown)}: expected verifier, repositories")
+        main, repos = data.get("verifier", {}), data.get("repositories", {})
+        for key, table in (("verifier", main), ("repositories", repos)):
+            if not isinstance(table, Mapping):
+                raise ConfigError(f"{key}: expected a table")
+        tables = {}
+        for name, table in repos.items():
             if not isinstance(table, Mapping):
                 raise ConfigError(f"repositories.{name}: expected a table")
-            repos[name] = _repository(name, table, base_dir)
-        kwargs["repositories"] = repos
-        return cls(**kwargs)
+            tables[name] = {**table, "name": name}
+        try:
+            return _CONFIG.validate_python({**main, "repositories": tables, "source": source})
+        except ValidationError as exc:
+            raise _config_error(exc, source) from None
 
     def repository(self, name: str) -> RepositoryConfig:
-        """The configuration of repository `name`, empty when it is not registered."""
+        """The configuration of repository `name`; the defaults when it is not registered."""
         return self.repositories.get(name) or RepositoryConfig(name=name)
 
-
-def parse_command(value: Any, where: str) -> tuple[str, ...]:
-    """A command is an argument list, or a string split like a shell would, never run by one."""
-    if isinstance(value, str):
-        try:
-            return tuple(shlex.split(value))
-        except ValueError as exc:
-            raise ConfigError(f"{where}: cannot split {value!r}: {exc}") from None
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return tuple(value)
-    raise ConfigError(f"{where}: expected a string or a list of strings, got {value!r}")
+    def settings(self) -> dict[str, Any]:
+        """The effective settings as plain data, the database password masked."""
+        data: dict[str, Any] = _CONFIG.dump_python(self, mode="json", by_alias=True)
+        data["database_url"] = mask_url(self.database_url)
+        return data
 
 
-def _repository(name: str, table: Mapping[str, Any], base_dir: Path) -> RepositoryConfig:
-    where = f"repositories.{name}"
-    unknown = set(table) - {
-        "path",
-        "test_command",
-        "test_timeout",
-        "protected_paths",
-        "trusted_ref",
-    }
-    if unknown:
-        raise ConfigError(f"{where}: unknown keys {sorted(unknown)}")
-    path = base_dir / _str(table, "path", where) if "path" in table else None
-    command = (
-        parse_command(table["test_command"], f"{where}.test_command")
-        if ("test_command" in table)
-        else ()
-    )
-    timeout = (
-        _timeout(table["test_timeout"], f"{where}.test_timeout")
-        if ("test_timeout" in table)
-        else None
-    )
-    protected = table.get("protected_paths", [])
-    if not isinstance(protected, list) or not all(isinstance(p, str) for p in protected):
-        raise ConfigError(f"{where}.protected_paths: expected a list of glob strings")
-    trusted = _str(table, "trusted_ref", where) if "trusted_ref" in table else None
-    return RepositoryConfig(name, path, command, timeout, tuple(protected), trusted)
+_CONFIG = TypeAdapter(Config)
 
 
-def _table(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    value = data.get(key, {})
-    if not isinstance(value, Mapping):
-        raise ConfigError(f"{key}: expected a table")
-    return value
+def find_config_file(
+    environ: Mapping[str, str], system_dir: Path = SYSTEM_CONFIG_DIR
+) -> Path | None:
+    """The operator's configuration file, by the search order; None when there is none."""
+    if environ.get("VERIFIER_CONFIG"):
+        return Path(environ["VERIFIER_CONFIG"])
+    for candidate in config_candidates(environ, system_dir):
+        if candidate.is_file():
+            return candidate
+    return None
 
 
-def _str(table: Mapping[str, Any], key: str, where: str) -> str:
-    value = table[key]
-    if not isinstance(value, str):
-        raise ConfigError(f"{where}.{key}: expected a string, got {value!r}")
-    return value
+def config_candidates(
+    environ: Mapping[str, str], system_dir: Path = SYSTEM_CONFIG_DIR
+) -> list[Path]:
+    """Where a configuration file is looked for when none is named."""
+    xdg = environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return [Path(xdg) / "verifier" / CONFIG_NAME, system_dir / CONFIG_NAME]
 
 
-def _timeout(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ConfigError(f"{where}: expected a positive number of seconds, got {value!r}")
-    return float(value)
+def mask_url(url: str) -> str:
+    """A database URL with its password replaced by ``***``."""
+    scheme, sep, rest = url.partition("://")
+    credentials, at, host = rest.rpartition("@")
+    if not sep or not at or ":" not in credentials:
+        return url
+    user = credentials.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}"
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config file {str(path)!r} does not exist") from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"config file {str(path)!r} cannot be read: {exc}") from None
+    return _absolute_paths(data, path.resolve().parent)
+
+
+def _absolute_paths(data: dict[str, Any], base: Path) -> dict[str, Any]:
+    """Resolve the relative path values of one file against its folder."""
+
+    def fix(table: Any, keys: tuple[str, ...]) -> Any:
+        if not isinstance(table, dict):
+            return table
+        return {
+            k: str(base / v) if k in keys and isinstance(v, str) and v else v
+            for k, v in table.items()
+        }
+
+    out = dict(data)
+    if "verifier" in out:
+        out["verifier"] = fix(out["verifier"], _PATH_KEYS["verifier"])
+    if isinstance(out.get("repositories"), dict):
+        out["repositories"] = {
+            name: fix(table, _PATH_KEYS["repository"])
+            for name, table in out["repositories"].items()
+        }
+    return out
+
+
+def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """`over` on top of `base`, tables merged key by key."""
+    merged = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _config_error(exc: ValidationError, source: Path | None) -> ConfigError:
+    error = exc.errors()[0]
+    loc = [str(part) for part in error["loc"]]
+    if loc and loc[0] != "repositories":
+        loc.insert(0, "verifier")
+    problem = error["msg"]
+    if error["type"] == "unexpected_keyword_argument":
+        problem = "unknown key"
+    elif "input" in error and error["type"] != "missing":
+        problem = f"{problem} (got {error['input']!r})"
+    where = f"{source}: " if source is not None else ""
+    return ConfigError(f"config {where}{'.'.join(loc) or '$'}: {problem}")

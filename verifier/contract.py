@@ -16,8 +16,9 @@ import hashlib
 import json
 import re
 import sys
+import threading
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -25,14 +26,15 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
-    Field,
     StrictInt,
     StringConstraints,
     ValidationError,
 )
 
 from verifier.errors import InvalidReport
-from verifier.trajectory import Trajectory, load_trajectory
+
+if TYPE_CHECKING:  # the SDK costs half a second to import: only the trajectory needs it
+    from verifier.trajectory import Trajectory
 
 SCHEMA_VERSION = "1"
 MAX_REPORT_BYTES = 128 * 1024 * 1024
@@ -163,15 +165,40 @@ class ReportDoc(_Model):
     extensions: dict[str, Any] | None = None
 
 
-class Report(BaseModel):
-    """A parsed report: the document, its trajectory loaded with the SDK, the raw bytes."""
+class Report:
+    """A parsed report: the document, the raw bytes, and the trajectory loaded with the SDK.
 
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    `parse_document` reads everything but the trajectory, which costs the SDK's
+    import; `trajectory` loads it on first use (once, whichever thread asks) and
+    raises `InvalidReport` when it cannot be read. `parse_report` does both.
+    """
 
-    doc: ReportDoc
-    trajectory: Trajectory
-    raw: bytes = Field(repr=False)
-    sha256: str
+    __slots__ = ("_lock", "_trajectory", "doc", "raw", "sha256")
+
+    def __init__(self, doc: ReportDoc, raw: bytes, sha256: str) -> None:
+        self.doc = doc
+        self.raw = raw
+        self.sha256 = sha256
+        self._lock = threading.Lock()
+        self._trajectory: Trajectory | InvalidReport | None = None
+
+    def __repr__(self) -> str:
+        return f"Report(session_id={self.session_id!r}, sha256={self.sha256!r})"
+
+    @property
+    def trajectory(self) -> Trajectory:
+        """The model's turns as google-genai types; `InvalidReport` when they are not."""
+        with self._lock:
+            if self._trajectory is None:
+                from verifier.trajectory import load_trajectory
+
+                try:
+                    self._trajectory = load_trajectory(self.doc.trajectory.contents)
+                except InvalidReport as exc:
+                    self._trajectory = exc
+            if isinstance(self._trajectory, InvalidReport):
+                raise self._trajectory
+            return self._trajectory
 
     @property
     def session_id(self) -> str:
@@ -194,6 +221,13 @@ def canonical_status(raw: str) -> str:
 
 def parse_report(raw: bytes) -> Report:
     """Read bytes as a session report v1, or raise `InvalidReport` naming the field."""
+    report = parse_document(raw)
+    report.trajectory  # noqa: B018 - loading is validating
+    return report
+
+
+def parse_document(raw: bytes) -> Report:
+    """Read everything but the trajectory (`Report.trajectory` loads it when asked)."""
     if len(raw) > MAX_REPORT_BYTES:
         raise InvalidReport(
             "$", f"report is {len(raw)} bytes, over the limit of {MAX_REPORT_BYTES} bytes"
@@ -233,8 +267,7 @@ def parse_report(raw: bytes) -> Report:
         doc = ReportDoc.model_validate(data)
     except ValidationError as exc:
         raise _invalid(exc) from None
-    trajectory = load_trajectory(doc.trajectory.contents)
-    return Report(doc=doc, trajectory=trajectory, raw=raw, sha256=hashlib.sha256(raw).hexdigest())
+    return Report(doc, raw, hashlib.sha256(raw).hexdigest())
 
 
 class _NotJSON(ValueError):

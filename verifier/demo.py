@@ -12,20 +12,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rich.markup import escape
-
-from verifier import render, resources
+from verifier import render
 from verifier.config import Config
-from verifier.contract import parse_report
-from verifier.errors import SessionConflict
+from verifier.errors import ConfigError, SessionConflict
 from verifier.findings import DeliveryStatus, Verification
 from verifier.harness import (
     DEFAULT_TOOLS,
@@ -36,8 +34,7 @@ from verifier.harness import (
     model_turn,
     run_session,
 )
-from verifier.store import Store
-from verifier.verify import verify
+from verifier.pipeline import verify_report
 
 CALC = """\
 def add(a, b):
@@ -250,8 +247,29 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+MARKER = ".verifier-demo"
+
+
+def prepare(workdir: Path) -> None:
+    """Make `workdir` the demo's own: new, empty, or made by an earlier demo.
+
+    The demo deletes and rewrites what it made; a folder it did not make is
+    refused rather than overwritten.
+    """
+    if workdir.exists() and not workdir.is_dir():
+        raise ConfigError(f"demo --dir: {str(workdir)!r} is not a folder")
+    if workdir.is_dir() and any(workdir.iterdir()) and not (workdir / MARKER).is_file():
+        raise ConfigError(
+            f"demo --dir: {str(workdir)!r} is not empty and was not made by the demo; "
+            "name a new folder"
+        )
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / MARKER).write_text("made by `verifier demo`; it may rewrite this folder\n")
+
+
 def build(workdir: Path) -> tuple[Path, list[Path]]:
     """Create the sample repository and one report per scenario; return the config and reports."""
+    prepare(workdir)
     repo = workdir / "repo"
     if repo.exists():
         shutil.rmtree(repo)
@@ -274,10 +292,10 @@ def build(workdir: Path) -> tuple[Path, list[Path]]:
         path.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         paths.append(path)
     config = workdir / "verifier.toml"
-    profiles = resources.profiles_dir()
     config.write_text(
+        "# The demo's own configuration: its store lives in this folder, never the user's.\n"
         "[verifier]\n"
-        f"profiles_dir = {json.dumps(str(profiles))}\n"
+        'database_url = "sqlite:///verifier.sqlite3"\n'
         "test_timeout = 120\n\n"
         "[repositories.calc]\n"
         'path = "repo"\n'
@@ -287,46 +305,44 @@ def build(workdir: Path) -> tuple[Path, list[Path]]:
     return config, paths
 
 
+def demo_config(config_path: Path) -> Config:
+    """The demo's configuration; the environment's database is ignored on purpose."""
+    config = Config.load(config_path, environ={})
+    return replace(config, database_url=f"sqlite:///{config_path.parent / 'verifier.sqlite3'}")
+
+
 def run(workdir: Path, fmt: str = "text") -> list[Verification]:
     """Build, verify, store, and print the table and the two rates."""
-    console = render.console(stderr=fmt == "json")
-    console.print(f"building the sample repository and {len(SCENARIOS)} sessions in {workdir}/")
+    say = render.progress_printer()
+    say(f"building the sample repository and {len(SCENARIOS)} sessions in {workdir}/")
     config_path, reports = build(workdir.resolve())
-    config = Config.load(config_path)
-    results: list[tuple[Verification, str]] = []
-    with Store.open(config.database_url) as store:
-        for path in reports:
-            report = parse_report(path.read_bytes())
-            console.print(f"[dim]verifying {report.session_id}[/dim]")
-            verification = verify(report, config)
-            try:
-                store.ingest(report)
-                note = f"run {store.record_run(verification)}"
-            except SessionConflict:
-                note = "not stored: an older demo stored other bytes under this id"
-            results.append((verification, note))
-    verifications = [v for v, _ in results]
+    config = demo_config(config_path)
+    verifications: list[Verification] = []
+    for path in reports:
+        say(f"verifying {path.stem}")
+        try:
+            outcome = verify_report(path.read_bytes(), config, source=str(path))
+        except SessionConflict as exc:
+            raise ConfigError(
+                f"{exc}: this demo folder holds a store from another version of the demo; "
+                "remove it or name a new folder"
+            ) from None
+        verifications.append(outcome.verification)
+    rates = _rates(verifications)
     if fmt == "json":
-        print(
-            json.dumps(
-                {"sessions": [v.to_dict() for v in verifications], "rates": _rates(verifications)},
-                ensure_ascii=False,
-                indent=2,
-            )
+        sys.stdout.write(
+            render.dumps({"sessions": [v.to_dict() for v in verifications], "rates": rates})
         )
         return verifications
+    console, out = render._console()
     table = render.sessions_table()
     for v in verifications:
-        first = v.first_finding
         table.add_row(
-            escape(v.session_id),
-            escape(v.agent_status),
-            "yes" if v.done else "no",
-            render.verdict_text(v.delivery_status.value),
-            escape(render.finding_short(first)) if first else "",
+            *render.session_row(
+                v.session_id, v.agent_status, v.done, v.delivery_status.value, v.first_finding
+            )
         )
     console.print(table)
-    rates = _rates(verifications)
     console.print(
         f"done rate      [bold]{rates['done_rate']:.0%}[/bold] "
         f"({rates['done']} of {rates['sessions']})"
@@ -335,10 +351,12 @@ def run(workdir: Path, fmt: str = "text") -> list[Verification]:
         f"delivered rate [bold]{rates['delivered_rate']:.0%}[/bold] "
         f"({rates['delivered']} of {rates['sessions']})"
     )
+    rel = os.path.relpath(workdir)
     console.print(
-        f"[dim]stored in {escape(_masked(config.database_url))}; try: .venv/bin/verifier verify "
-        f"{escape(str(reports[2]))} --config {escape(str(config_path))}[/dim]"
+        f"[dim]stored in {rel}/verifier.sqlite3; try: verifier verify "
+        f"{rel}/reports/{reports[2].name} --config {rel}/verifier.toml[/dim]"
     )
+    sys.stdout.write(out.getvalue())
     return verifications
 
 
@@ -353,9 +371,3 @@ def _rates(verifications: list[Verification]) -> dict[str, Any]:
         "done_rate": done / n,
         "delivered_rate": delivered / n,
     }
-
-
-def _masked(url: str) -> str:
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).render_as_string(hide_password=True)

@@ -55,3 +55,22 @@ class InfrastructureError(VerifierError):
     """Something we depend on could not be used; the verdict is inconclusive."""
 
     exit_code = 3
+
+
+class Cancelled(VerifierError):
+    """Work stopped on purpose (the report turned out invalid, a signal came): no verdict."""
+
+    exit_code = 3
+
+
+class Interrupted(BaseException):
+    """A signal asked us to stop (SIGINT 130, SIGTERM 143): nothing is recorded as a verdict.
+
+    A BaseException, like KeyboardInterrupt, so that no ``except Exception`` on the
+    way swallows it; cleanup runs in ``finally`` blocks as it unwinds.
+    """
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        self.exit_code = 128 + signum
+        super().__init__(f"interrupted by signal {signum}")

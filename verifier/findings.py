@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -37,9 +36,8 @@ class CheckResult:
     duration_s: float = 0.0
     # What a reader must know about how the check was carried out (e.g. nothing counted).
     notes: tuple[str, ...] = ()
-    # SHA-256 of each file the check read in the head state, by path, for the next
-    # checks to hold their own reads against; not part of the JSON form.
-    observed: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+    # Typed facts for the checks that read this one (`Context.fact`); not in the JSON form.
+    facts: tuple[object, ...] = field(default=(), repr=False, compare=False)
 
     @classmethod
     def from_findings(
@@ -79,9 +77,6 @@ def decide(results: list[CheckResult]) -> DeliveryStatus:
     return DeliveryStatus.INCONCLUSIVE
 
 
-CHECK_NAMES = ("changes", "tests", "audit")
-
-
 @dataclass(frozen=True)
 class Verification:
     """One verification run of one session: the verdict beside the agent's own status."""
@@ -98,9 +93,8 @@ class Verification:
 
     @property
     def first_finding(self) -> Finding | None:
-        for name in CHECK_NAMES:
-            result = self.checks.get(name)
-            if result is not None and result.findings:
+        for result in self.checks.values():
+            if result.findings:
                 return result.findings[0]
         return None
 

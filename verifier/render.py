@@ -1,22 +1,32 @@
-"""Text and JSON views of verifications and stored sessions, for people and scripts."""
+"""Text and JSON views of verifications and stored sessions: pure functions to strings.
+
+Every view takes data and returns the text to write, with no I/O, so one
+verdict renders the same in every face and each format is tested alone. The
+text views use rich, imported only when text is asked for; JSON needs nothing.
+A check's details are read defensively: any check, status or finding renders,
+whatever it put in its details.
+"""
 
 from __future__ import annotations
 
+import io
+import json
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+import click
 
 from verifier.findings import CheckResult, CheckStatus, DeliveryStatus, Finding, Verification
 
-if TYPE_CHECKING:  # the store loads SQLAlchemy; printing a verdict does not need it
-    from verifier.store import Rates, RunRow, SessionRow
+if TYPE_CHECKING:  # the store loads SQLAlchemy, rich costs an import: neither is needed for JSON
+    from rich.console import Console
+    from rich.table import Table
+
+    from verifier.store import Listed, Rates, RunRow, SessionRow
 
 VERDICT_STYLE = {
     DeliveryStatus.DELIVERED.value: "bold green",
@@ -29,17 +39,44 @@ STATUS_STYLE = {
     CheckStatus.ERROR.value: "yellow",
     CheckStatus.SKIPPED.value: "dim",
 }
+_HASH = re.compile(r"\b([0-9a-f]{12})[0-9a-f]{52}\b")
 
 
-def console(stderr: bool = False) -> Console:
-    """A console for our tables; pipes and CI logs get 120 columns rather than 80."""
-    stream = sys.stderr if stderr else sys.stdout
-    return Console(highlight=False, stderr=stderr, width=None if stream.isatty() else 120)
+def dumps(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
+
+
+def progress_printer() -> Callable[[str], None]:
+    """Progress lines on stderr, dimmed on a terminal."""
+    return lambda line: click.echo(click.style(f"… {line}", dim=True), err=True)
+
+
+def _console(width: int | None = None) -> tuple[Console, io.StringIO]:
+    """A console writing into a string; colours when stdout is a terminal, 120 columns
+    for pipes and CI logs rather than 80."""
+    from rich.console import Console
+
+    out = io.StringIO()
+    tty = sys.stdout.isatty()
+    console = Console(
+        file=out,
+        highlight=False,
+        force_terminal=tty,
+        no_color=not tty,
+        width=width or (None if tty else 120),
+    )
+    return console, out
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
 
 
 def verdict_text(status: str) -> str:
-    style = VERDICT_STYLE.get(status, "")
-    return f"[{style}]{status.replace('_', ' ')}[/{style}]" if style else status
+    style = VERDICT_STYLE.get(status, "dim")
+    return f"[{style}]{status.replace('_', ' ')}[/{style}]"
 
 
 def finding_short(finding: Finding) -> str:
@@ -47,44 +84,50 @@ def finding_short(finding: Finding) -> str:
     return f"{finding.code} {finding.path}" if finding.path else finding.code
 
 
-def sessions_table() -> Table:
-    table = Table("session", "agent status", "done", "verdict", "first finding")
-    table.columns[0].no_wrap = True
-    table.columns[3].no_wrap = True
-    return table
+# -- one verification -----------------------------------------------------------------
 
 
-def verification(console: Console, v: Verification, stored_note: str | None = None) -> None:
+def verification_json(v: Verification, stored: str | None = None) -> str:
+    """The ``--format json`` object."""
+    data = v.to_dict()
+    if stored is not None:
+        data["stored"] = stored
+    return dumps(data)
+
+
+def verification_text(v: Verification, stored: str | None = None, width: int | None = None) -> str:
     """The readable summary of one verification."""
+    console, out = _console(width)
+    esc = _escape
     done = "done" if v.done else "not done"
     console.print(
-        f"session [bold]{escape(v.session_id)}[/bold]   agent: {escape(v.agent_status)} ({done})"
+        f"session [bold]{esc(v.session_id)}[/bold]   agent: {esc(v.agent_status)} ({done})"
         f"   verdict: {verdict_text(v.delivery_status.value)}"
     )
     for name, result in v.checks.items():
-        style = STATUS_STYLE[result.status.value]
+        style = STATUS_STYLE.get(result.status.value, "")
         console.print(
-            f"  {name:<8} [{style}]{result.status.value:<7}[/{style}] "
-            f"{escape(_summary(result))} [dim]({result.duration_s:.2f}s)[/dim]"
+            f"  {esc(name):<8} [{style}]{result.status.value:<7}[/{style}] "
+            f"{esc(summary(result))} [dim]({result.duration_s:.2f}s)[/dim]"
         )
         for finding in result.findings:
-            console.print(f"    - [bold]{escape(finding.code)}[/bold] {escape(finding.message)}")
+            console.print(f"    - [bold]{esc(finding.code)}[/bold] {esc(finding.message)}")
             if finding.expected is not None or finding.found is not None:
                 console.print(
-                    f"      [dim]expected[/dim] {escape(_short(finding.expected))}  "
-                    f"[dim]found[/dim] {escape(_short(finding.found))}"
+                    f"      [dim]expected[/dim] {esc(_short(finding.expected))}  "
+                    f"[dim]found[/dim] {esc(_short(finding.found))}"
                 )
-        if result.name == "tests" and result.status is CheckStatus.FAIL:
-            tail = str(result.details.get("output_excerpt") or "").rstrip().splitlines()[-6:]
-            for line in tail:
-                console.print(f"      [dim]| {escape(line)}[/dim]")
+        for note in result.notes:
+            console.print(f"    [dim]note: {esc(note)}[/dim]")
+        excerpt = result.details.get("output_excerpt")
+        if result.status is CheckStatus.FAIL and isinstance(excerpt, str):
+            for line in excerpt.rstrip().splitlines()[-6:]:
+                console.print(f"      [dim]| {esc(line)}[/dim]")
     for note in v.notes:
-        console.print(f"  [dim]note: {escape(note)}[/dim]")
-    if stored_note:
-        console.print(f"  [dim]{escape(stored_note)}[/dim]")
-
-
-_HASH = re.compile(r"\b([0-9a-f]{12})[0-9a-f]{52}\b")
+        console.print(f"  [dim]note: {esc(note)}[/dim]")
+    if stored:
+        console.print(f"  [dim]{esc(stored)}[/dim]")
+    return out.getvalue()
 
 
 def _short(value: str | None) -> str:
@@ -92,25 +135,40 @@ def _short(value: str | None) -> str:
     return _HASH.sub(r"\1…", str(value))
 
 
-def _summary(result: CheckResult) -> str:
+def summary(result: CheckResult) -> str:
+    """One line of figures from a check's details; empty when it has none we know."""
     d = result.details
-    if result.name == "changes" and "claimed" in d:
-        return f"{d['claimed']} claimed, {d['changed']} changed ({d['mode']} mode)"
-    if result.name == "tests" and "counts" in d:
-        c = d["counts"]
-        isolated = "no network" if d.get("network_isolated") else "network not isolated"
-        return (
-            f"{c.get('passed', 0)} passed, {c.get('failed', 0)} failed, "
-            f"{c.get('errors', 0)} errors, {c.get('skipped', 0)} skipped; exit "
-            f"{d.get('exit_code')}; {isolated}"
-        )
-    if result.name == "tests" and "reason" in d:
+    if "reason" in d:
         return str(d["reason"])
+    if result.name == "changes" and "claimed" in d:
+        return f"{d['claimed']} claimed, {d.get('changed', '?')} changed ({d.get('mode')} mode)"
+    if result.name == "tests" and "exit_code" in d:
+        isolated = "no network" if d.get("network_isolated") else "network not isolated"
+        if d.get("timed_out"):
+            ran = f"killed at the timeout after {d.get('duration_s', '?')}s"
+        else:
+            ran = f"exit {d.get('exit_code')}"
+        counts = d.get("counts")
+        if isinstance(counts, Mapping):
+            counted = (
+                f"{counts.get('passed', 0)} passed, {counts.get('failed', 0)} failed, "
+                f"{counts.get('errors', 0)} errors, {counts.get('skipped', 0)} skipped"
+            )
+        else:
+            counted = "tests not counted"
+        return f"{counted}; {ran}; {isolated}"
     if result.name == "audit" and "entries" in d:
         unknown = d.get("unknown_calls") or []
-        extra = f"; unknown tools: {', '.join(unknown)}" if unknown else ""
-        return f"{d['entries']} entries, {d['calls']} calls, profile {d['profile']}{extra}"
+        extra = f"; unknown tools: {', '.join(map(str, unknown))}" if unknown else ""
+        return f"{d['entries']} entries, {d.get('calls')} calls, profile {d.get('profile')}{extra}"
     return ""
+
+
+# -- stored sessions ------------------------------------------------------------------
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
 
 
 def _pct(rate: float | None) -> str:
@@ -119,104 +177,177 @@ def _pct(rate: float | None) -> str:
 
 def rates_line(rates: Rates) -> str:
     return (
-        f"{rates.sessions} sessions: done rate {_pct(rates.done_rate)} ({rates.done}), "
+        f"{rates.conclusive} of {rates.sessions} sessions with a verdict: "
+        f"done rate {_pct(rates.done_rate)} ({rates.done_conclusive}), "
         f"delivered rate {_pct(rates.delivered_rate)} ({rates.delivered}); "
-        f"{rates.not_delivered} not delivered, {rates.inconclusive} inconclusive, "
-        f"{rates.unverified} never verified"
+        f"{rates.silent_failures} silent failures (done, not delivered); "
+        f"{rates.inconclusive} inconclusive, {rates.never_verified} never verified"
     )
 
 
-def _iso(moment: datetime) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
+def run_dict(run: RunRow) -> dict[str, Any]:
+    return {
+        "id": run.id,
+        "verifier_version": run.verifier_version,
+        "delivery_status": run.delivery_status.value,
+        "checks": {name: status.value for name, status in run.checks.items()},
+        "verified_at": _iso(run.finished_at),
+        "result": run.result,
+    }
 
 
 def session_dict(session: SessionRow, runs: Sequence[RunRow]) -> dict[str, Any]:
-    """A stored session and all its runs, for ``show --format json``."""
+    """A stored session and all its runs, for ``show --format json``.
+
+    `delivery_status` is the latest conclusive verdict (or the latest run's status
+    when there is none, or ``never_verified``); `latest_run` is the latest run.
+    """
     data = {k: _iso(v) if isinstance(v, datetime) else v for k, v in asdict(session).items()}
-    data["runs"] = [
-        {
-            "id": run.id,
-            "verifier_version": run.verifier_version,
-            "delivery_status": run.delivery_status.value,
-            "verified_at": _iso(run.finished_at),
-            "result": run.result,
-        }
-        for run in runs
-    ]
+    conclusive = [r for r in runs if r.delivery_status is not DeliveryStatus.INCONCLUSIVE]
+    verdict = conclusive[-1] if conclusive else (runs[-1] if runs else None)
+    data["delivery_status"] = verdict.delivery_status.value if verdict else "never_verified"
+    data["latest_run"] = run_dict(runs[-1]) if runs else None
+    data["runs"] = [run_dict(run) for run in runs]
     return data
 
 
-def session(console: Console, session: SessionRow, runs: Sequence[RunRow]) -> None:
+def session_text(session: SessionRow, runs: Sequence[RunRow], width: int | None = None) -> str:
+    from rich.table import Table
+
+    console, out = _console(width)
+    esc = _escape
     done = "done" if session.done else "not done"
     console.print(
-        f"session [bold]{escape(session.session_id)}[/bold]  agent {escape(session.agent_name)}"
-        f" ({escape(session.agent_model or '?')})  repo {escape(session.repo_name)}"
+        f"session [bold]{esc(session.session_id)}[/bold]  agent {esc(session.agent_name)}"
+        f" ({esc(session.agent_model or '?')})  repo {esc(session.repo_name)}"
     )
     console.print(
-        f"  agent status: {escape(session.raw_status)} ({done}); "
+        f"  agent status: {esc(session.raw_status)} ({done}); "
         f"{_iso(session.started_at)} to {_iso(session.ended_at)}; report sha256 "
         f"{session.report_sha256}"
     )
     if not runs:
         console.print("  never verified: run `verifier verify` on its report")
-        return
-    table = Table("run", "verified at", "verdict", "changes", "tests", "audit", "findings")
+        return out.getvalue()
+    names = list(dict.fromkeys(name for run in runs for name in run.checks))
+    table = Table("run", "verified at", "verdict", *names, "findings")
     for run in runs:
+        statuses = [run.checks[n].value if n in run.checks else "-" for n in names]
         table.add_row(
             str(run.id),
             _iso(run.finished_at),
             verdict_text(run.delivery_status.value),
-            *(
-                str(s.value) if s else "-"
-                for s in (run.changes_status, run.tests_status, run.audit_status)
-            ),
+            *statuses,
             str(len(run.findings)),
         )
     console.print(table)
-    latest = runs[-1]
-    for finding in latest.findings:
-        console.print(f"  - [bold]{escape(finding.code)}[/bold] {escape(finding.message)}")
+    data = session_dict(session, runs)
+    console.print(f"  verdict: {verdict_text(data['delivery_status'])}")
+    shown = next(r for r in reversed(runs) if r.delivery_status.value == data["delivery_status"])
+    for finding in shown.findings:
+        console.print(f"  - [bold]{esc(finding.code)}[/bold] {esc(finding.message)}")
+    return out.getvalue()
 
 
-def listing_dict(rows: Sequence[tuple[SessionRow, RunRow | None]], rates: Rates) -> dict[str, Any]:
+def listing_dict(rows: Sequence[Listed], rates: Rates) -> dict[str, Any]:
+    def first(run: RunRow | None) -> dict[str, Any] | None:
+        return run.findings[0].to_dict() if run is not None and run.findings else None
+
     return {
         "sessions": [
             {
-                "session_id": s.session_id,
-                "agent_status": s.raw_status,
-                "done": s.done,
-                "delivery_status": run.delivery_status.value if run else None,
-                "first_finding": run.findings[0].to_dict() if run and run.findings else None,
-                "verified_at": _iso(run.finished_at) if run else None,
+                "session_id": row.session.session_id,
+                "agent_status": row.session.raw_status,
+                "done": row.session.done,
+                "delivery_status": row.delivery_status,
+                "first_finding": first(row.verdict_run or row.latest_run),
+                "verified_at": _iso(row.verdict_run.finished_at) if row.verdict_run else None,
+                "latest_run": None
+                if row.latest_run is None
+                else {
+                    "id": row.latest_run.id,
+                    "delivery_status": row.latest_run.delivery_status.value,
+                    "verified_at": _iso(row.latest_run.finished_at),
+                },
             }
-            for s, run in rows
+            for row in rows
         ],
         "rates": asdict(rates),
     }
 
 
-def listing(
-    console: Console, rows: Sequence[tuple[SessionRow, RunRow | None]], rates: Rates
-) -> None:
+def sessions_table() -> Table:
+    from rich.table import Table
+
+    table = Table("session", "agent status", "done", "verdict", "first finding")
+    table.columns[0].no_wrap = True
+    table.columns[3].no_wrap = True
+    return table
+
+
+def session_row(
+    session_id: str, agent_status: str, done: bool, verdict: str, first: Finding | None
+) -> tuple[str, ...]:
+    return (
+        _escape(session_id),
+        _escape(agent_status),
+        "yes" if done else "no",
+        verdict_text(verdict) if verdict != "never_verified" else "[dim]never verified[/dim]",
+        _escape(finding_short(first)) if first else "",
+    )
+
+
+def listing_text(rows: Sequence[Listed], rates: Rates, width: int | None = None) -> str:
+    console, out = _console(width)
     table = sessions_table()
-    for s, run in rows:
-        first = run.findings[0] if run and run.findings else None
-        table.add_row(
-            escape(s.session_id),
-            escape(s.raw_status),
-            "yes" if s.done else "no",
-            verdict_text(run.delivery_status.value) if run else "[dim]never verified[/dim]",
-            escape(finding_short(first)) if first else "",
+    for row in rows:
+        run = row.verdict_run or row.latest_run
+        verdict = row.delivery_status
+        cells = list(
+            session_row(
+                row.session.session_id,
+                row.session.raw_status,
+                row.session.done,
+                verdict,
+                run.findings[0] if run and run.findings else None,
+            )
         )
+        latest = row.latest_run
+        if latest is not None and row.verdict_run is not None and latest.id != row.verdict_run.id:
+            cells[3] += f" [dim](latest run {latest.delivery_status.value.replace('_', ' ')})[/dim]"
+        table.add_row(*cells)
     console.print(table)
     console.print(rates_line(rates))
+    return out.getvalue()
 
 
-def ingest_table(console: Console, rows: Sequence[dict[str, str]]) -> None:
+def ingest_json(rows: Sequence[dict[str, str]]) -> str:
+    return dumps(list(rows))
+
+
+def ingest_text(rows: Sequence[dict[str, str]], width: int | None = None) -> str:
+    from rich.table import Table
+
+    console, out = _console(width)
     table = Table("report", "result", "session", "message")
     table.columns[0].overflow = "fold"
     for row in rows:
         table.add_row(
-            escape(row["report"]), row["result"], escape(row["session_id"]), escape(row["message"])
+            _escape(row["report"]),
+            row["result"],
+            _escape(row["session_id"]),
+            _escape(row["message"]),
         )
     console.print(table)
+    return out.getvalue()
+
+
+def toml_like(settings: Mapping[str, Any]) -> str:
+    """Settings as TOML-looking lines, for reading (not for parsing)."""
+    lines = ["[verifier]"]
+    repos = settings.get("repositories") or {}
+    lines += [f"{k} = {json.dumps(v)}" for k, v in settings.items() if k != "repositories"]
+    for name, table in repos.items():
+        lines += ["", f"[repositories.{name}]"]
+        lines += [f"{k} = {json.dumps(v)}" for k, v in table.items() if k != "name"]
+    return "\n".join(lines)

@@ -29,7 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from verifier.errors import InfrastructureError
+from verifier.cancel import CancelToken
+from verifier.errors import Cancelled, InfrastructureError
 
 __all__ = [
     "RunOutcome",
@@ -122,13 +123,15 @@ def run(
     excerpt_bytes: int,
     hide: Sequence[Path] = (),
     writable: Sequence[Path] = (),
+    cancel: CancelToken | None = None,
 ) -> RunOutcome:
     """Run `argv` in `cwd` with exactly `env`; kill its process group at `timeout_s`.
 
     With `isolate_network`, the command runs in the sandbox (`verifier._sandbox`):
     the existing paths of `hide` are covered, and the file system is read-only
     but for `writable` (which must hold `cwd`). Raises `RunnerNotFound` when `argv[0]` (or
-    `unshare`, when isolating) cannot be found or executed.
+    `unshare`, when isolating) cannot be found or executed, and `Cancelled` when
+    `cancel` is set first: the whole process group is killed either way.
     """
     if not argv:
         raise ValueError("run() needs a non-empty argument list")
@@ -167,7 +170,7 @@ def run(
     assert proc.stdout is not None
     timed_out = False
     try:
-        timed_out = _pump(proc, log, deadline)
+        timed_out = _pump(proc, log, deadline, cancel)
     finally:
         # Whatever happened, nothing of the group outlives the run.
         _kill_group(proc.pid)
@@ -219,27 +222,36 @@ def _resolve(binary: str, cwd: Path, search_path: str) -> str:
     return os.path.abspath(found)
 
 
-def _pump(proc: subprocess.Popen[bytes], log: _Log, deadline: float) -> bool:
-    """Read output until the main process exits; True when the deadline came first."""
+def _pump(
+    proc: subprocess.Popen[bytes], log: _Log, deadline: float, cancel: CancelToken | None
+) -> bool:
+    """Read output until the main process exits; True when the deadline came first.
+
+    One `select` waits on the output, the process's exit (a pidfd) and the cancel
+    token together: no polling sleep, and a cancel or an exit is seen at once.
+    """
     assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    open_pipe = True
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return proc.poll() is None
-        if open_pipe:
-            ready, _, _ = select.select([fd], [], [], min(remaining, 0.1))
-            if ready:
-                chunk = os.read(fd, _READ_CHUNK)
+    out = proc.stdout.fileno()
+    pidfd = os.pidfd_open(proc.pid)
+    try:
+        waiting = [out, pidfd] + ([cancel.fileno()] if cancel is not None else [])
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return proc.poll() is None
+            ready, _, _ = select.select(waiting, [], [], remaining)
+            if cancel is not None and cancel.is_set():
+                raise Cancelled("the test run was cancelled")
+            if out in ready:
+                chunk = os.read(out, _READ_CHUNK)
                 if chunk:
                     log.add(chunk)
                 else:
-                    open_pipe = False
-        elif proc.poll() is None:
-            time.sleep(min(remaining, 0.05))
-        if proc.poll() is not None:
-            return False
+                    waiting.remove(out)
+            if pidfd in ready and proc.poll() is not None:
+                return False
+    finally:
+        os.close(pidfd)
 
 
 def _drain(fd: int, log: _Log, deadline: float) -> None:

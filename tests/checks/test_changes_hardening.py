@@ -11,6 +11,7 @@ from pathlib import Path
 from gitrepo import GitRepo, sha256
 from sessions import CALC
 
+from verifier.checks import HeadState
 from verifier.checks.changes import check
 from verifier.config import RepositoryConfig
 from verifier.contract import ClaimedChange
@@ -149,8 +150,10 @@ def test_worktree_hashes_are_handed_on_for_the_tests(repo: GitRepo) -> None:
     base = repo.head()
     repo.write({"calc.py": FIXED})
     result = check(repo.path, base, None, [modify("calc.py", CALC, FIXED)], CFG)
-    assert result.observed["calc.py"] == sha256(FIXED.encode())
-    assert "tests/test_calc.py" in result.observed
+    (state,) = result.facts
+    assert isinstance(state, HeadState) and state.mode == "worktree"
+    assert state.files["calc.py"] == sha256(FIXED.encode())
+    assert "tests/test_calc.py" in state.files
 
 
 def test_a_base_outside_the_trusted_history_fails(repo: GitRepo) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
@@ -16,7 +17,7 @@ from store.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
 from store.report_factory import make_report_bytes, report_dict
 
 from verifier.contract import Report, parse_report
-from verifier.errors import NotFound, SessionConflict
+from verifier.errors import InfrastructureError, NotFound, SessionConflict
 from verifier.findings import (
     CheckResult,
     CheckStatus,
@@ -85,7 +86,7 @@ def test_ingesting_the_same_bytes_twice_keeps_one_session(store: Store) -> None:
 
     assert (created, created_again) == (True, False)
     assert again == first
-    assert [row.session_id for row, _ in store.latest_runs()] == ["s1"]
+    assert [row.session.session_id for row in store.sessions()] == ["s1"]
 
 
 def test_same_session_id_with_other_bytes_is_a_conflict_and_the_first_report_stands(
@@ -161,12 +162,13 @@ def test_reverification_adds_a_run_and_keeps_the_previous_one_with_its_findings(
     old, new = store.runs("s1")
     assert (old.id, new.id) == (first_id, second_id) and first_id < second_id
     assert old.findings == (mismatch, missing, runner.findings[0])
-    assert (old.delivery_status, old.changes_status, old.tests_status, old.audit_status) == (
-        DeliveryStatus.NOT_DELIVERED,
-        CheckStatus.FAIL,
-        CheckStatus.ERROR,
-        CheckStatus.PASS,
-    )
+    assert old.delivery_status is DeliveryStatus.NOT_DELIVERED
+    assert old.checks == {
+        "changes": CheckStatus.FAIL,
+        "tests": CheckStatus.ERROR,
+        "audit": CheckStatus.PASS,
+    }
+    assert list(old.checks) == ["changes", "tests", "audit"]
     assert old.result == first.to_dict()
     assert (new.delivery_status, new.findings, new.result) == (
         DeliveryStatus.DELIVERED,
@@ -187,40 +189,99 @@ def test_unknown_session_is_not_found(store: Store) -> None:
         store.record_run(verification("nope"))
 
 
-def test_latest_runs_pairs_each_session_with_its_latest_run(store: Store) -> None:
+def test_a_later_inconclusive_run_never_hides_the_conclusive_verdict(store: Store) -> None:
     store.ingest(report("older", started_at="2026-11-29T09:00:00Z"))
     store.ingest(report("newer", started_at="2026-11-29T11:00:00Z"))
     store.record_run(verification("older", changes=(Finding("change.missing", "gone"),)))
-    latest = store.record_run(verification("older"))
+    delivered = store.record_run(verification("older"))
+    unsure = store.record_run(
+        verification("older", tests=CheckResult.error("tests", "tests.timeout", ""))
+    )
 
-    listing = store.latest_runs()
+    newer, older = store.sessions()
 
-    assert [(row.session_id, run and run.id) for row, run in listing] == [
-        ("newer", None),
-        ("older", latest),
-    ]
+    assert (newer.session.session_id, newer.verdict_run, newer.latest_run) == ("newer", None, None)
+    assert newer.delivery_status == "never_verified"
+    assert older.verdict_run is not None and older.verdict_run.id == delivered
+    assert older.latest_run is not None and older.latest_run.id == unsure
+    assert older.delivery_status == "delivered"
 
 
-def test_rates_judge_each_session_by_its_latest_run(store: Store) -> None:
-    assert store.rates() == Rates(0, 0, 0, 0, 0, 0, None, None)
+def test_an_only_inconclusive_session_is_inconclusive(store: Store) -> None:
+    store.ingest(report())
+    store.record_run(verification(tests=CheckResult.error("tests", "tests.timeout", "")))
+    (row,) = store.sessions()
+    assert row.verdict_run is None and row.delivery_status == "inconclusive"
+
+
+def test_rates_count_conclusive_sessions_only(store: Store) -> None:
+    assert store.rates() == Rates.empty()
     for session_id, status in [("fixed", "done"), ("unsure", "done"), ("gave-up", "error")]:
         store.ingest(report(session_id, status))
     store.ingest(report("waiting", "done"))
+    store.ingest(report("silent", "done"))
     store.record_run(verification("fixed", changes=(Finding("change.missing", "gone"),)))
     store.record_run(verification("fixed"))
+    store.record_run(verification("fixed", tests=CheckResult.error("tests", "tests.timeout", "")))
     store.record_run(verification("unsure", tests=CheckResult.error("tests", "tests.timeout", "")))
     store.record_run(verification("gave-up", changes=(Finding("change.missing", "gone"),)))
+    store.record_run(verification("silent", changes=(Finding("change.missing", "gone"),)))
 
     assert store.rates() == Rates(
-        sessions=4,
-        done=3,
+        sessions=5,
+        done=4,
+        conclusive=3,  # fixed (delivered, then inconclusive), gave-up, silent
+        done_conclusive=2,
         delivered=1,
-        not_delivered=1,
+        not_delivered=2,
+        silent_failures=1,  # done and not delivered: "silent"; "gave-up" was not done
         inconclusive=1,
-        unverified=1,
-        done_rate=0.75,
-        delivered_rate=0.25,
+        never_verified=1,
+        done_rate=2 / 3,
+        delivered_rate=1 / 3,
     )
+
+
+def test_blob_digests_are_remembered_once(store: Store) -> None:
+    assert store.blob_digests(["a" * 40]) == {}
+    store.add_blob_digests({"a" * 40: SHA_A, "b" * 40: SHA_B})
+    store.add_blob_digests({"a" * 40: SHA_A})  # again: no conflict
+    assert store.blob_digests(["a" * 40, "c" * 40]) == {"a" * 40: SHA_A}
+    many = {f"{i:040x}": SHA_A for i in range(1200)}
+    store.add_blob_digests(many)
+    assert len(store.blob_digests(list(many))) == 1200
+
+
+def test_a_read_only_store_lists_without_writing(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'ro.sqlite3'}"
+    with Store.open(url) as store:
+        store.ingest(report())
+        store.record_run(verification())
+    before = (tmp_path / "ro.sqlite3").read_bytes()
+    with Store.open(url, read_only=True) as store:
+        (row,) = store.sessions()
+        assert row.delivery_status == "delivered"
+        with pytest.raises(InfrastructureError, match="readonly"):
+            store.ingest(report("s2"))
+    assert (tmp_path / "ro.sqlite3").read_bytes() == before
+    # SQLite's own shared-memory index may appear beside a WAL database; nothing else.
+    assert {p.name for p in tmp_path.iterdir()} <= {
+        "ro.sqlite3",
+        "ro.sqlite3-wal",
+        "ro.sqlite3-shm",
+    }
+
+
+def test_a_read_only_store_behind_the_code_is_a_clear_error(tmp_path: Path) -> None:
+    from verifier.errors import ConfigError
+
+    url = f"sqlite:///{tmp_path / 'old.sqlite3'}"
+    with Store.open(url):
+        pass
+    with sqlite3.connect(tmp_path / "old.sqlite3") as conn:
+        conn.execute("UPDATE alembic_version SET version_num = '0001'")
+    with pytest.raises(ConfigError, match="run `verifier db upgrade`"):
+        Store.open(url, read_only=True)
 
 
 def test_times_come_back_aware_in_utc(store: Store) -> None:

@@ -1,0 +1,85 @@
+"""The checks: one module each, one protocol, registered here and nowhere else.
+
+A check is an object with a `name`, the names of the checks whose results it
+`reads`, and `run(context) -> CheckResult`. `verify()` starts each check as
+soon as the checks it reads are done; a check reads what an earlier one
+established as typed facts (`Context.fact(HeadState)`), never from its details
+or its finding codes. Adding a check is a module and a line in `registered()`:
+the store keeps statuses as rows and the renderers walk the results, so
+neither changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+from verifier.cancel import CancelToken
+from verifier.config import Config, RepositoryConfig
+from verifier.findings import CheckResult
+
+if TYPE_CHECKING:
+    from verifier.contract import Report
+
+T = TypeVar("T")
+Progress = Callable[[str], None]
+
+
+class DigestCache(Protocol):
+    """Blob id -> SHA-256 of the blob's bytes, remembered across verifications."""
+
+    def get_many(self, blob_ids: Sequence[str]) -> dict[str, str]: ...
+
+    def put_many(self, digests: Mapping[str, str]) -> None: ...
+
+
+@dataclass(frozen=True)
+class HeadState:
+    """What the changes check established about the state the tests must run on."""
+
+    mode: str  # "commit" or "worktree"
+    base_commit: str
+    head_commit: str | None  # the resolved full hash; None in worktree mode
+    # Worktree mode: SHA-256 of every file the changes check read, by path, which
+    # the copy for the tests must hold byte for byte.
+    files: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class Context:
+    """Everything a check may use; `results` fills in as the checks finish."""
+
+    report: Report
+    config: Config
+    repo: RepositoryConfig
+    repo_path: Path | None
+    test_command: tuple[str, ...]
+    test_timeout_s: float
+    cancel: CancelToken
+    progress: Progress = lambda _line: None
+    digest_cache: DigestCache | None = None
+    results: dict[str, CheckResult] = field(default_factory=dict)
+
+    def fact(self, kind: type[T]) -> T | None:
+        """The fact of type `kind` an earlier check established, if any."""
+        for result in list(self.results.values()):  # a copy: other checks add theirs
+            for fact in result.facts:
+                if isinstance(fact, kind):
+                    return fact
+        return None
+
+
+class Check(Protocol):
+    name: str
+    reads: tuple[str, ...]
+
+    def run(self, context: Context) -> CheckResult: ...
+
+
+def registered() -> tuple[Check, ...]:
+    """Every check, in the order their results are shown."""
+    from verifier.checks import audit, changes, tests
+
+    return (changes.CHECK, tests.CHECK, audit.CHECK)

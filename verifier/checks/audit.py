@@ -13,16 +13,44 @@ Steps of `check`:
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from audit import Call, Change, verify_trail
 from audit.findings import Finding
+from verifier.checks import Context
+from verifier.config import Config
 from verifier.contract import Report, canonical_status
+from verifier.errors import ConfigError
 from verifier.findings import CheckResult
-from verifier.profiles import ActionKind, Profile
+from verifier.profiles import ActionKind, Profile, load_profile
 from verifier.trajectory import ToolCall
 
 NAME = "audit"
+
+
+class AuditCheck:
+    """Step 3 of the verdict: the trail against the trajectory and the claims."""
+
+    name = NAME
+    reads: tuple[str, ...] = ()
+
+    def run(self, context: Context) -> CheckResult:
+        profile, note = _profile(context.report, context.config)
+        result = check(context.report, profile)
+        return replace(result, notes=(*result.notes, note)) if note else result
+
+
+CHECK = AuditCheck()
+
+
+def _profile(report: Report, config: Config) -> tuple[Profile, str | None]:
+    """The report's tool profile; one we do not have leaves every call unknown, with a note."""
+    name = report.doc.agent.tool_profile
+    try:
+        return load_profile(config.profiles_dir, name), None
+    except ConfigError as exc:
+        return Profile(name or "default"), f"{exc}: every call is reported as unknown"
 
 
 def check(report: Report, profile: Profile) -> CheckResult:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from audit.findings import Finding
+from verifier.checks import Context, HeadState
 from verifier.config import RepositoryConfig
 from verifier.contract import ClaimedChange
 from verifier.errors import InfrastructureError
@@ -80,6 +81,29 @@ class Side:
         if self.tree is not None:
             return set(self.tree)
         return self.visible
+
+
+class ChangesCheck:
+    """Step 1 of the verdict: the claims against the repository."""
+
+    name = NAME
+    reads: tuple[str, ...] = ()
+
+    def run(self, context: Context) -> CheckResult:
+        doc = context.report.doc
+        if context.repo_path is None:
+            return CheckResult.error(
+                NAME,
+                "change.repo_unavailable",
+                f"no repository for {doc.repo.name!r}: pass --repo or set "
+                f"repositories.{doc.repo.name}.path in the configuration",
+            )
+        return check(
+            context.repo_path, doc.repo.base_commit, doc.repo.head_commit, doc.changes, context.repo
+        )
+
+
+CHECK = ChangesCheck()
 
 
 def check(
@@ -247,7 +271,9 @@ def _compare(
         "changed": len(changed),
     }
     result = CheckResult.from_findings(NAME, findings, details)
-    return replace(result, observed=dict(repo.worktree_sha256))
+    mode = "worktree" if head is None else "commit"
+    state = HeadState(mode, base, head, dict(repo.worktree_sha256))
+    return replace(result, facts=(state,))
 
 
 def _file_blobs(tree: Mapping[str, TreeEntry] | None, paths: Sequence[str]) -> Iterator[str]:

@@ -42,6 +42,8 @@ from pathlib import Path
 from typing import Any
 
 from verifier import runner
+from verifier.cancel import CancelToken
+from verifier.checks import Context, HeadState
 from verifier.config import Config
 from verifier.errors import InfrastructureError
 from verifier.findings import CheckResult, CheckStatus, Finding
@@ -78,6 +80,34 @@ class Counts:
         }
 
 
+class TestsCheck:
+    """Step 2 of the verdict: the configured tests on a copy of the head state."""
+
+    name = NAME
+    reads: tuple[str, ...] = ("changes",)
+
+    def run(self, context: Context) -> CheckResult:
+        head = context.fact(HeadState)
+        if context.repo_path is None or head is None:
+            return CheckResult(
+                NAME, CheckStatus.SKIPPED, details={"reason": "no head state to test"}
+            )
+        return check(
+            context.repo_path,
+            head.head_commit,
+            context.test_command,
+            context.test_timeout_s,
+            context.config,
+            progress=context.progress,
+            # In worktree mode the copy must hold the bytes the changes check hashed.
+            expected_files=head.files if head.mode == "worktree" else None,
+            cancel=context.cancel,
+        )
+
+
+CHECK = TestsCheck()
+
+
 def check(
     repo_path: Path,
     head_commit: str | None,
@@ -86,10 +116,12 @@ def check(
     config: Config,
     progress: Callable[[str], None] | None = None,
     expected_files: Mapping[str, str] | None = None,
+    cancel: CancelToken | None = None,
 ) -> CheckResult:
     """Run the configured test command on a copy of the head state and judge the outcome.
 
-    `expected_files` (path -> SHA-256), when given, is what the copy must hold.
+    `expected_files` (path -> SHA-256), when given, is what the copy must hold;
+    `cancel` stops the run (its process group killed, `Cancelled` raised).
     """
     started = time.monotonic()
     say = progress or (lambda _line: None)
@@ -151,6 +183,7 @@ def check(
                 excerpt_bytes=config.output_excerpt_bytes,
                 hide=_hidden_paths(repo_path, config, keep=[tmp, Path(argv[0])]),
                 writable=[tmp],
+                cancel=cancel,
             )
         except RunnerNotFound as exc:
             return _error(started, "tests.runner_not_found", str(exc), argv=argv, mode=mode)

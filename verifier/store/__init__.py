@@ -1,6 +1,8 @@
 """The store of sessions and verification runs; see `verifier.store.db`."""
 
 from verifier.store.db import (
+    Listed,
+    NoStore,
     Rates,
     RunRow,
     SessionRow,
@@ -11,6 +13,8 @@ from verifier.store.db import (
 )
 
 __all__ = [
+    "Listed",
+    "NoStore",
     "Rates",
     "RunRow",
     "SessionRow",

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import (
     Connection,
     Engine,
-    FunctionFilter,
     Select,
     Subquery,
     create_engine,
@@ -31,7 +31,7 @@ from sqlalchemy import (
     inspect,
     select,
 )
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import (
     ArgumentError,
@@ -47,6 +47,8 @@ from verifier import resources
 from verifier.errors import ConfigError, InfrastructureError, NotFound, SessionConflict
 from verifier.findings import CheckStatus, DeliveryStatus, Finding, Verification
 from verifier.store.models import (
+    BlobDigestModel,
+    CheckResultModel,
     ClaimedChangeModel,
     FindingModel,
     RejectedReportModel,
@@ -62,12 +64,16 @@ if TYPE_CHECKING:  # the contract's models load the google-genai SDK; the store 
 MIGRATIONS_DIR = resources.migrations_dir()
 # The newest migration. Opening a store that is already there needs no Alembic (whose
 # import costs half a second of every command); a test keeps this equal to Alembic's head.
-HEAD_REVISION = "0001"
+HEAD_REVISION = "0002"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 CONNECT_TIMEOUT_S = 10
 MIGRATION_LOCK_ID = 0x7665_7269  # any constant: PostgreSQL advisory lock key for migrating
 # Alembic's `context` and `op` are module-level proxies: one command per process at a time.
 _ALEMBIC_COMMAND = threading.Lock()
+
+
+class NoStore(NotFound):
+    """A reader found no database where the configuration points: nothing stored yet."""
 
 
 @dataclass(frozen=True)
@@ -99,9 +105,7 @@ class RunRow:
     session_id: str
     verifier_version: str
     delivery_status: DeliveryStatus
-    changes_status: CheckStatus | None
-    tests_status: CheckStatus | None
-    audit_status: CheckStatus | None
+    checks: dict[str, CheckStatus]  # in the order the run reported them
     started_at: datetime
     finished_at: datetime
     duration_s: float
@@ -109,46 +113,88 @@ class RunRow:
     findings: tuple[Finding, ...]
 
 
+CONCLUSIVE = (DeliveryStatus.DELIVERED.value, DeliveryStatus.NOT_DELIVERED.value)
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A session with its verdict: the latest conclusive run, and the latest run beside it.
+
+    An inconclusive run (a repository unmounted for a moment) never hides an earlier
+    conclusive verdict; `latest_run` says it happened.
+    """
+
+    session: SessionRow
+    verdict_run: RunRow | None
+    latest_run: RunRow | None
+
+    @property
+    def delivery_status(self) -> str:
+        """delivered, not_delivered, inconclusive, or never_verified."""
+        if self.verdict_run is not None:
+            return self.verdict_run.delivery_status.value
+        return (
+            "never_verified" if self.latest_run is None else self.latest_run.delivery_status.value
+        )
+
+
 @dataclass(frozen=True)
 class Rates:
-    """Counts over all sessions, each judged by its latest run; rates are None when empty.
+    """Counts over all sessions, each judged by its latest conclusive verdict.
 
-    A session never verified counts in `unverified`, and against `delivered_rate`.
+    Both rates are over the `conclusive` sessions (delivered or not delivered) and
+    are None when there is none; a sum divided once, never an average of rates.
+    `silent_failures` are done but not delivered. Sessions only ever inconclusive,
+    and sessions never verified, stand beside the rates and never count in them.
     """
 
     sessions: int
     done: int
+    conclusive: int
+    done_conclusive: int
     delivered: int
     not_delivered: int
+    silent_failures: int
     inconclusive: int
-    unverified: int
+    never_verified: int
     done_rate: float | None
     delivered_rate: float | None
+
+    @classmethod
+    def empty(cls) -> Rates:
+        return cls(0, 0, 0, 0, 0, 0, 0, 0, 0, None, None)
 
 
 class Store:
     """Sessions and their verification runs in one database."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, read_only: bool = False) -> None:
         self._engine = engine
+        self._read_only = read_only
         self._sessions = sessionmaker(engine, expire_on_commit=False)
 
     @classmethod
-    def open(cls, url: str) -> Store:
-        """Connect; migrate a SQLite database, require any other to be at head."""
-        engine = make_engine(url)
+    def open(cls, url: str, *, read_only: bool = False) -> Store:
+        """Connect; migrate a SQLite database, require any other to be at head.
+
+        `read_only` is for readers (``list``, ``show``, exports): the database is
+        opened read-only (SQLite: ``mode=ro``, or ``immutable`` on a read-only
+        mount), nothing is created or migrated, and a database behind this
+        verifier is a clear error.
+        """
+        engine = make_engine(url, read_only=read_only)
         try:
             with _reachable(engine):
                 if _stored_revisions(engine) == (HEAD_REVISION,):
                     pass
-                elif engine.dialect.name == "sqlite":
+                elif engine.dialect.name == "sqlite" and not read_only:
                     _upgrade(engine)
                 else:
                     _require_head(engine)
         except BaseException:
             engine.dispose()
             raise
-        return cls(engine)
+        return cls(engine, read_only)
 
     def close(self) -> None:
         self._engine.dispose()
@@ -186,17 +232,10 @@ class Store:
     def record_run(self, verification: Verification) -> int:
         """Append a run and its findings; earlier runs are never changed. Returns its id."""
 
-        def status(name: str) -> str | None:
-            result = verification.checks.get(name)
-            return None if result is None else result.status.value
-
         run = RunModel(
             session_id=verification.session_id,
             verifier_version=verification.verifier_version,
             delivery_status=verification.delivery_status.value,
-            changes_status=status("changes"),
-            tests_status=status("tests"),
-            audit_status=status("audit"),
             started_at=verification.started_at,
             finished_at=verification.finished_at,
             duration_s=(verification.finished_at - verification.started_at).total_seconds(),
@@ -206,6 +245,16 @@ class Store:
             with self._transaction() as session:
                 session.add(run)
                 session.flush()
+                session.add_all(
+                    CheckResultModel(
+                        run_id=run.id,
+                        check_name=name,
+                        ordinal=ordinal,
+                        status=result.status.value,
+                        duration_s=result.duration_s,
+                    )
+                    for ordinal, (name, result) in enumerate(verification.checks.items())
+                )
                 session.add_all(
                     _finding_model(run.id, name, ordinal, finding)
                     for name, result in verification.checks.items()
@@ -255,51 +304,98 @@ class Store:
             ids = select(RunModel.id).where(RunModel.session_id == session_id)
             return _run_rows(session, runs.all(), ids)
 
-    def latest_runs(self) -> list[tuple[SessionRow, RunRow | None]]:
-        """Every session with its latest run (None when never verified), newest first."""
+    def sessions(self) -> list[Listed]:
+        """Every session with its verdict and its latest run, newest first."""
+        verdicts = _latest_run_ids(conclusive=True)
         latest = _latest_run_ids()
         with self._transaction() as session:
-            pairs = session.execute(
-                select(SessionModel, RunModel)
+            rows = session.execute(
+                select(SessionModel, verdicts.c.run_id, latest.c.run_id)
+                .outerjoin(verdicts, verdicts.c.session_id == SessionModel.session_id)
                 .outerjoin(latest, latest.c.session_id == SessionModel.session_id)
-                .outerjoin(RunModel, RunModel.id == latest.c.run_id)
                 .order_by(SessionModel.started_at.desc(), SessionModel.session_id)
             ).all()
-            runs = [run for _, run in pairs if run is not None]
-            by_id = {row.id: row for row in _run_rows(session, runs, select(latest.c.run_id))}
-            return [(_session_row(s), None if run is None else by_id[run.id]) for s, run in pairs]
+            wanted = {i for _, a, b in rows for i in (a, b) if i is not None}
+            runs = session.scalars(select(RunModel).where(RunModel.id.in_(wanted))).all()
+            ids = select(RunModel.id).where(RunModel.id.in_(wanted))
+            by_id = {run.id: run for run in _run_rows(session, runs, ids)}
+            return [
+                Listed(
+                    _session_row(s),
+                    None if v is None else by_id[v],
+                    None if last is None else by_id[last],
+                )
+                for s, v, last in rows
+            ]
 
     def rates(self) -> Rates:
-        """Done and delivered counts, each session judged by its latest run."""
+        """Done and delivered counts; each session judged by its latest conclusive verdict."""
+        verdicts = _latest_run_ids(conclusive=True)
         latest = _latest_run_ids()
-
-        def delivery(status: DeliveryStatus) -> FunctionFilter[int]:
-            return func.count(RunModel.id).filter(RunModel.delivery_status == status.value)
-
+        verdict = RunModel.delivery_status
+        conclusive = verdicts.c.run_id.is_not(None)
         with self._transaction() as session:
             row = session.execute(
                 select(
                     func.count(SessionModel.session_id),
-                    func.count(SessionModel.session_id).filter(SessionModel.done),
-                    delivery(DeliveryStatus.DELIVERED),
-                    delivery(DeliveryStatus.NOT_DELIVERED),
-                    delivery(DeliveryStatus.INCONCLUSIVE),
-                    func.count(RunModel.id),
+                    func.count().filter(SessionModel.done),
+                    func.count().filter(conclusive),
+                    func.count().filter(conclusive, SessionModel.done),
+                    func.count().filter(verdict == DeliveryStatus.DELIVERED.value),
+                    func.count().filter(verdict == DeliveryStatus.NOT_DELIVERED.value),
+                    func.count().filter(
+                        verdict == DeliveryStatus.NOT_DELIVERED.value, SessionModel.done
+                    ),
+                    func.count().filter(latest.c.run_id.is_(None)),
                 )
+                .outerjoin(verdicts, verdicts.c.session_id == SessionModel.session_id)
+                .outerjoin(RunModel, RunModel.id == verdicts.c.run_id)
                 .outerjoin(latest, latest.c.session_id == SessionModel.session_id)
-                .outerjoin(RunModel, RunModel.id == latest.c.run_id)
             ).one()
-        sessions, done, delivered, not_delivered, inconclusive, verified = row
+        sessions, done, n, done_n, delivered, not_delivered, silent, never = row
         return Rates(
             sessions=sessions,
             done=done,
+            conclusive=n,
+            done_conclusive=done_n,
             delivered=delivered,
             not_delivered=not_delivered,
-            inconclusive=inconclusive,
-            unverified=sessions - verified,
-            done_rate=done / sessions if sessions else None,
-            delivered_rate=delivered / sessions if sessions else None,
+            silent_failures=silent,
+            inconclusive=sessions - n - never,
+            never_verified=never,
+            done_rate=done_n / n if n else None,
+            delivered_rate=delivered / n if n else None,
         )
+
+    def blob_digests(self, blob_ids: Collection[str]) -> dict[str, str]:
+        """The cached SHA-256 of those blobs that have one: blob id -> digest."""
+        wanted = list(blob_ids)
+        found: dict[str, str] = {}
+        with self._transaction() as session:
+            for i in range(0, len(wanted), 500):
+                chunk = wanted[i : i + 500]
+                rows = session.execute(
+                    select(BlobDigestModel.blob_id, BlobDigestModel.sha256).where(
+                        BlobDigestModel.blob_id.in_(chunk)
+                    )
+                )
+                found.update((blob_id, digest) for blob_id, digest in rows)
+        return found
+
+    def add_blob_digests(self, digests: Mapping[str, str]) -> None:
+        """Remember blob digests; one another writer stored first is left as it is."""
+        if not digests or self._read_only:
+            return
+        known = set(self.blob_digests(digests))
+        try:
+            with self._transaction() as session:
+                session.add_all(
+                    BlobDigestModel(blob_id=b, sha256=d)
+                    for b, d in digests.items()
+                    if b not in known
+                )
+        except IntegrityError:
+            pass  # another worker cached the same blob meanwhile: a content address, same value
 
     @contextmanager
     def _transaction(self) -> Iterator[Session]:
@@ -347,8 +443,13 @@ class Store:
             return _session_row(row)
 
 
-def make_engine(url: str) -> Engine:
-    """An engine for `url`; for SQLite, the file's folder is created and pragmas set."""
+def make_engine(url: str, *, read_only: bool = False) -> Engine:
+    """An engine for `url`; for SQLite, the file's folder is created and pragmas set.
+
+    `read_only`: a SQLite file is opened with ``mode=ro`` (``immutable=1`` when even
+    that fails, as on a read-only mount where no lock file can be made), never
+    created; PostgreSQL sessions are ``default_transaction_read_only``.
+    """
     try:
         parsed = make_url(url)
     except ArgumentError as exc:
@@ -356,9 +457,14 @@ def make_engine(url: str) -> Engine:
         raise ConfigError(f"database URL is not valid: {exc}") from None
     try:
         if parsed.get_backend_name() != "sqlite":
-            timeout = {"connect_timeout": CONNECT_TIMEOUT_S}
-            connect_args = timeout if parsed.get_backend_name() == "postgresql" else {}
+            connect_args: dict[str, Any] = {}
+            if parsed.get_backend_name() == "postgresql":
+                connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
+                if read_only:
+                    connect_args["options"] = "-c default_transaction_read_only=on"
             return create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
+        if read_only:
+            return _read_only_sqlite(parsed)
         engine = create_engine(parsed)
     except (NoSuchModuleError, ImportError) as exc:
         masked = parsed.render_as_string(hide_password=True)
@@ -371,6 +477,28 @@ def make_engine(url: str) -> Engine:
             raise InfrastructureError(f"cannot create the folder of {database}: {exc}") from None
     event.listen(engine, "connect", _sqlite_pragmas)
     return engine
+
+
+def _read_only_sqlite(parsed: URL) -> Engine:
+    database = parsed.database or ""
+    if database in ("", ":memory:") or database.startswith("file:"):
+        raise ConfigError(f"a read-only store needs a SQLite file, not {database or 'memory'!r}")
+    path = Path(database).resolve()
+    if not path.is_file():
+        raise NoStore(f"no store at {str(path)!r}: nothing has been stored there yet")
+
+    def connect() -> sqlite3.Connection:
+        uri = f"{path.as_uri()}?mode=ro"
+        try:
+            connection = sqlite3.connect(uri, uri=True, check_same_thread=False)
+            connection.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+        except sqlite3.OperationalError:
+            # A WAL database on a read-only mount cannot make its shared-memory file.
+            connection = sqlite3.connect(f"{uri}&immutable=1", uri=True, check_same_thread=False)
+        connection.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        return connection
+
+    return create_engine(f"sqlite:///{path}", creator=connect)
 
 
 def alembic_config(connection: Connection | None = None) -> AlembicConfig:
@@ -496,13 +624,13 @@ def _sqlite_pragmas(dbapi_connection: DBAPIConnection, record: ConnectionPoolEnt
     cursor.close()
 
 
-def _latest_run_ids() -> Subquery:
-    """Subquery (session_id, run_id) of each session's latest run: runs only ever grow."""
-    return (
-        select(RunModel.session_id, func.max(RunModel.id).label("run_id"))
-        .group_by(RunModel.session_id)
-        .subquery()
-    )
+def _latest_run_ids(conclusive: bool = False) -> Subquery:
+    """Subquery (session_id, run_id) of each session's latest run (runs only ever grow),
+    or, with `conclusive`, its latest delivered or not-delivered run."""
+    query = select(RunModel.session_id, func.max(RunModel.id).label("run_id"))
+    if conclusive:
+        query = query.where(RunModel.delivery_status.in_(CONCLUSIVE))
+    return query.group_by(RunModel.session_id).subquery()
 
 
 def _session_row(model: SessionModel) -> SessionRow:
@@ -523,29 +651,32 @@ def _finding_model(run_id: int, check_name: str, ordinal: int, finding: Finding)
 
 
 def _run_rows(session: Session, runs: Sequence[RunModel], run_ids: Select[int]) -> list[RunRow]:
-    """Frozen rows of `runs`, oldest first, with their findings (`run_ids` selects them)."""
+    """Frozen rows of `runs`, oldest first, with their checks and findings (`run_ids`
+    selects them)."""
     findings: dict[int, list[FindingModel]] = {}
     for model in session.scalars(select(FindingModel).where(FindingModel.run_id.in_(run_ids))):
         findings.setdefault(model.run_id, []).append(model)
-    return [_run_row(run, findings.get(run.id, [])) for run in sorted(runs, key=lambda r: r.id)]
+    checks: dict[int, list[CheckResultModel]] = {}
+    for check in session.scalars(
+        select(CheckResultModel).where(CheckResultModel.run_id.in_(run_ids))
+    ):
+        checks.setdefault(check.run_id, []).append(check)
+    return [
+        _run_row(run, checks.get(run.id, []), findings.get(run.id, []))
+        for run in sorted(runs, key=lambda r: r.id)
+    ]
 
 
-def _run_row(run: RunModel, findings: list[FindingModel]) -> RunRow:
-    # The stored result keeps the checks in the order the run reported them.
-    check_order = {name: i for i, name in enumerate(run.result.get("checks", {}))}
+def _run_row(run: RunModel, checks: list[CheckResultModel], findings: list[FindingModel]) -> RunRow:
+    checks = sorted(checks, key=lambda c: c.ordinal)
+    check_order = {c.check_name: c.ordinal for c in checks}
     findings = sorted(findings, key=lambda f: (check_order.get(f.check_name, 0), f.ordinal))
-
-    def status(value: str | None) -> CheckStatus | None:
-        return None if value is None else CheckStatus(value)
-
     return RunRow(
         id=run.id,
         session_id=run.session_id,
         verifier_version=run.verifier_version,
         delivery_status=DeliveryStatus(run.delivery_status),
-        changes_status=status(run.changes_status),
-        tests_status=status(run.tests_status),
-        audit_status=status(run.audit_status),
+        checks={c.check_name: CheckStatus(c.status) for c in checks},
         started_at=run.started_at,
         finished_at=run.finished_at,
         duration_s=run.duration_s,

@@ -120,14 +120,38 @@ class RunModel(Base):
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.session_id"), index=True)
     verifier_version: Mapped[str] = mapped_column(String(64))
     delivery_status: Mapped[str] = mapped_column(String(32))
-    changes_status: Mapped[str | None] = mapped_column(String(16))
-    tests_status: Mapped[str | None] = mapped_column(String(16))
-    audit_status: Mapped[str | None] = mapped_column(String(16))
     started_at: Mapped[datetime] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime] = mapped_column(UTCDateTime)
     duration_s: Mapped[float] = mapped_column(Float)
     # Plain JSON rather than JSONB: PostgreSQL then keeps the text, key order included.
     result: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class CheckResultModel(Base):
+    """The status of one check in one run: a row per check, so a new check needs no column."""
+
+    __tablename__ = "check_results"
+    __table_args__ = (UniqueConstraint("run_id", "check_name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("verification_runs.id"), index=True)
+    check_name: Mapped[str] = mapped_column(String(32))
+    ordinal: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16))
+    duration_s: Mapped[float] = mapped_column(Float)
+
+
+class BlobDigestModel(Base):
+    """SHA-256 of a git blob's bytes, by blob id: a content address, valid in any repository.
+
+    Filled by the changes check through the pipeline, so re-verifying a session,
+    or another session on the same base, reads no blob twice.
+    """
+
+    __tablename__ = "blob_digests"
+
+    blob_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    sha256: Mapped[str] = mapped_column(String(64))
 
 
 class FindingModel(Base):

@@ -1,0 +1,214 @@
+"""The one pipeline every face calls: submit, verify, record.
+
+The command line, the demo, and next the API and the workers, call these
+functions; none of them opens the store and sequences the steps itself.
+
+* `submit`: bytes in, a stored session out (or the bytes kept as rejected);
+* `verify_report`: bytes in, a verdict out, stored as a run unless told not to;
+* `record`: a verdict appended to its session's runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from verifier.checks import Progress
+from verifier.config import Config
+from verifier.contract import Report, parse_document
+from verifier.errors import ConfigError, InfrastructureError, InvalidReport
+from verifier.findings import DeliveryStatus, Verification
+from verifier.verify import Options, verify
+
+if TYPE_CHECKING:
+    from verifier.store import SessionRow, Store
+
+EXIT_CODES = {
+    DeliveryStatus.DELIVERED: 0,
+    DeliveryStatus.NOT_DELIVERED: 1,
+    DeliveryStatus.INCONCLUSIVE: 3,
+}
+# Fewer blobs than this are hashed rather than looked up: opening the store costs more.
+DIGEST_CACHE_MIN = 64
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A verification and what became of it in the store."""
+
+    verification: Verification
+    run_id: int | None
+    stored: str  # "stored as run 3", "not stored: ...", "not stored (--no-store)"
+
+    @property
+    def exit_code(self) -> int:
+        """The verdict's exit code; a delivery that could not be stored is inconclusive."""
+        code = EXIT_CODES[self.verification.delivery_status]
+        return (
+            3
+            if code == 0 and self.run_id is None and self.stored.startswith("not stored:")
+            else code
+        )
+
+
+def submit(store: Store, raw: bytes, source: str) -> tuple[SessionRow, bool]:
+    """Store a report's bytes as a session; True when new.
+
+    Bytes that cannot be read as a report are kept with why, and `InvalidReport`
+    is raised; other bytes under a stored session id raise `SessionConflict`.
+    """
+    from verifier.contract import parse_report
+
+    try:
+        report = parse_report(raw)
+    except InvalidReport as exc:
+        store.reject(raw, source=source, field=exc.field, problem=exc.problem)
+        raise
+    return store.ingest(report)
+
+
+def record(store: Store, verification: Verification) -> int:
+    """Append a run to the session's runs; returns its id."""
+    return store.record_run(verification)
+
+
+def verify_report(
+    raw: bytes,
+    config: Config,
+    options: Options | None = None,
+    *,
+    store: bool = True,
+    source: str = "-",
+    progress: Progress | None = None,
+) -> Outcome:
+    """Verify a report's bytes and record the verdict.
+
+    1. read the document (all but the trajectory); bytes that are not a report
+       are kept as rejected and `InvalidReport` is raised;
+    2. a ``--repo`` that is not a git repository is the operator's mistake
+       (`ConfigError`), not a verdict: nothing is stored;
+    3. verify; as soon as the whole report has loaded, while the tests run, it
+       is stored as the session (a session id stored with other bytes raises
+       `SessionConflict` and cancels the checks);
+    4. record the run. A store we cannot reach does not stop the verification:
+       the verdict is printed, and a delivery becomes inconclusive.
+    """
+    options = options or Options()
+    db = _Database(config.database_url) if store else None
+    try:
+        try:
+            report = parse_document(raw)
+        except InvalidReport as exc:
+            _reject(db, raw, source, exc)
+            raise
+
+        if options.repo_path is not None:
+            _require_repository(options.repo_path)
+
+        try:
+            verification = verify(
+                report,
+                config,
+                options,
+                progress,
+                admit=None if db is None else db.admit,
+                digest_cache=db,
+            )
+        except InvalidReport as exc:
+            _reject(db, raw, source, exc)
+            raise
+
+        if db is None:
+            return Outcome(verification, None, "not stored (--no-store)")
+        run_id, note = db.record(verification)
+        return Outcome(verification, run_id, note)
+    finally:
+        if db is not None:
+            db.close()
+
+
+def _require_repository(path: Path) -> None:
+    from verifier.repository import Repository
+
+    try:
+        Repository(path).close()
+    except InfrastructureError as exc:
+        raise ConfigError(f"--repo: {exc}") from None
+
+
+def _reject(db: _Database | None, raw: bytes, source: str, exc: InvalidReport) -> None:
+    """Keep the bytes of a report we could not read; the report error is the one shown."""
+    if db is None:
+        return
+    try:
+        store = db.store()
+        if store is not None:
+            store.reject(raw, source=source, field=exc.field, problem=exc.problem)
+    except InfrastructureError:
+        pass
+
+
+class _Database:
+    """The store for one verification, opened once, on first use, from any thread.
+
+    It is also the changes check's blob digest cache: lookups of many blobs go to
+    the store, and new digests are written with the run.
+    """
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+        self._lock = threading.Lock()
+        self._store: Store | None = None
+        self._problem: str | None = None
+        self._new_digests: dict[str, str] = {}
+
+    def store(self) -> Store | None:
+        """The open store, or None when it cannot be used (`problem` says why)."""
+        with self._lock:
+            if self._store is None and self._problem is None:
+                from verifier.store import Store
+
+                try:
+                    self._store = Store.open(self._url)
+                except InfrastructureError as exc:
+                    self._problem = str(exc)
+            return self._store
+
+    def admit(self, report: Report) -> None:
+        store = self.store()
+        if store is not None:
+            store.ingest(report)
+
+    def get_many(self, blob_ids: Sequence[str]) -> dict[str, str]:
+        if len(blob_ids) < DIGEST_CACHE_MIN:
+            return {}
+        store = self.store()
+        try:
+            return {} if store is None else store.blob_digests(blob_ids)
+        except InfrastructureError:
+            return {}
+
+    def put_many(self, digests: Mapping[str, str]) -> None:
+        with self._lock:
+            self._new_digests.update(digests)
+
+    def record(self, verification: Verification) -> tuple[int | None, str]:
+        store = self.store()
+        if store is None:
+            return None, f"not stored: {self._problem}"
+        try:
+            run_id = record(store, verification)
+        except InfrastructureError as exc:
+            return None, f"not stored: {exc}"
+        if len(self._new_digests) >= DIGEST_CACHE_MIN:
+            with contextlib.suppress(InfrastructureError):  # only a cache
+                store.add_blob_digests(self._new_digests)
+        return run_id, f"stored as run {run_id}"
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
