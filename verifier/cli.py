@@ -301,3 +301,48 @@ def demo_cmd(workdir: Path, fmt: str) -> None:
 
     with _errors():
         demo.run(workdir, fmt)
+
+
+@main.group("report")
+def report_group() -> None:
+    """Session reports, checked offline."""
+
+
+@report_group.command("check")
+@click.argument("report", metavar="REPORT|-")
+@click.option(
+    "--explain", is_flag=True, help="Show the canonical bytes behind each hash that does not match."
+)
+@click.option(
+    "--profile-dir",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="Tool profiles (default: the packaged ones).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json prints one object for scripts.",
+)
+def report_check_cmd(report: str, explain: bool, profile_dir: Path | None, fmt: str) -> None:
+    """Check a report offline: contract, audit chain, completeness, effects against claims.
+
+    Exit 0 valid with no finding, 1 findings, 2 not a valid report.
+    """
+    from verifier import reportcheck, resources
+
+    try:
+        raw = sys.stdin.buffer.read() if report == "-" else Path(report).read_bytes()
+    except OSError as exc:
+        click.echo(f"verifier: cannot read report {report!r}: {exc.strerror}", err=True)
+        sys.exit(2)
+    try:
+        result = reportcheck.check_report(raw, profile_dir or resources.profiles_dir())
+    except VerifierError as exc:
+        click.echo(f"verifier: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    to_text = reportcheck.render_json if fmt == "json" else reportcheck.render_text
+    click.echo(to_text(result, explain=explain), nl=False)
+    sys.exit(result.exit_code)
