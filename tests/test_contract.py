@@ -219,3 +219,15 @@ def test_audit_count_must_be_a_json_integer(report: dict[str, Any], field: str, 
 def test_timestamps_must_be_utc_strings(report: dict[str, Any], value: Any) -> None:
     report["ended_at"] = value
     assert _invalid(report).field == "ended_at"
+
+
+@pytest.mark.parametrize("page", ["docs/contract/session-report-v1.md", "README.md"])
+def test_relative_links_of_the_contract_and_readme_resolve(page: str) -> None:
+    import re
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / page
+    targets = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", path.read_text("utf-8"))
+    assert targets
+    missing = [t for t in targets if not (path.parent / t).exists()]
+    assert not missing, f"{page} links to files that do not exist: {missing}"
