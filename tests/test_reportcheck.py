@@ -229,3 +229,19 @@ def test_an_unreadable_report_file_exits_2(tmp_path: Path) -> None:
     done = cli(tmp_path / "missing.json")
     assert done.returncode == 2
     assert "cannot read report" in done.stderr
+
+
+def test_mangled_reports_are_rendered_never_crash(report: dict[str, Any]) -> None:
+    import random
+
+    from test_robustness import _mutate
+
+    rng = random.Random(5)
+    seen = set()
+    for _ in range(200):
+        result = check_report(json.dumps(_mutate(report, rng)).encode(), PROFILES)
+        for explain in (False, True):
+            render_text(result, explain=explain)
+            assert json.loads(render_json(result, explain=explain))["exit_code"] == result.exit_code
+        seen.add(result.exit_code)
+    assert {1, 2} <= seen  # both refused and judged reports were rendered
