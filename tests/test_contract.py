@@ -142,13 +142,16 @@ def test_timestamps_must_carry_a_zone(report: dict[str, Any]) -> None:
     assert _invalid(report).field == "started_at"
 
 
-def test_committed_schema_matches_the_models() -> None:
+@pytest.mark.parametrize(
+    "committed",
+    ["docs/contract/session-report-v1.schema.json", "verifier/report.schema.json"],
+    ids=["published", "packaged"],
+)
+def test_committed_schema_matches_the_models(committed: str) -> None:
     from pathlib import Path
 
-    import verifier
-
-    committed = Path(verifier.__file__).with_name("report.schema.json").read_text("utf-8")
-    assert committed == schema_text(), "run `make schema` and commit verifier/report.schema.json"
+    text = (Path(__file__).resolve().parents[1] / committed).read_text("utf-8")
+    assert text == schema_text(), f"run `make schema` and commit {committed}"
 
 
 def test_schema_requires_the_contract_fields() -> None:
@@ -216,3 +219,15 @@ def test_audit_count_must_be_a_json_integer(report: dict[str, Any], field: str, 
 def test_timestamps_must_be_utc_strings(report: dict[str, Any], value: Any) -> None:
     report["ended_at"] = value
     assert _invalid(report).field == "ended_at"
+
+
+@pytest.mark.parametrize("page", ["docs/contract/session-report-v1.md", "README.md"])
+def test_relative_links_of_the_contract_and_readme_resolve(page: str) -> None:
+    import re
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / page
+    targets = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", path.read_text("utf-8"))
+    assert targets
+    missing = [t for t in targets if not (path.parent / t).exists()]
+    assert not missing, f"{page} links to files that do not exist: {missing}"

@@ -263,6 +263,35 @@ def demo_cmd(workdir: Path, fmt: str) -> None:
     demo.run(workdir, fmt)
 
 
+@main.group("report")
+def report_group() -> None:
+    """Session reports, checked offline."""
+
+
+@report_group.command("check")
+@click.argument("report", metavar="REPORT|-")
+@click.option(
+    "--explain", is_flag=True, help="Show the canonical bytes behind each hash that does not match."
+)
+@click.option(
+    "--profile-dir",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="Tool profiles (default: the packaged ones).",
+)
+@format_option
+def report_check_cmd(report: str, explain: bool, profile_dir: Path | None, fmt: str) -> None:
+    """Check a report offline: contract, audit chain, completeness, effects against claims.
+
+    Exit 0 valid with no finding, 1 findings, 2 not a valid report.
+    """
+    from verifier import reportcheck, resources
+
+    result = reportcheck.check_report(_read(report), profile_dir or resources.profiles_dir())
+    to_text = reportcheck.render_json if fmt == "json" else reportcheck.render_text
+    _emit(to_text(result, explain=explain))
+    raise _Exit(result.exit_code)
+
+
 def _on_signal(signum: int, _frame: FrameType | None) -> None:
     """First signal: unwind, killing the test run and removing our folders. Second: stop now."""
     if getattr(_on_signal, "seen", False):

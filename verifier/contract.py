@@ -1,4 +1,4 @@
-"""Session report v1: the input contract (`shared/contract/session-report-v1.md`).
+"""Session report v1: the input contract (`docs/contract/session-report-v1.md`).
 
 `parse_report(raw)` turns bytes into a `Report`, or raises `InvalidReport`
 naming the field and the problem. The raw bytes stay beside the parsed form.
@@ -7,7 +7,9 @@ broken promise inside a readable report (a path outside the root, a hole in the
 audit trail) is a finding of one of the checks.
 
 Run ``python -m verifier.contract`` to print the JSON Schema generated from
-these models (committed as ``verifier/report.schema.json``).
+these models (``make schema`` commits it as
+``docs/contract/session-report-v1.schema.json`` and its packaged copy
+``verifier/report.schema.json``).
 """
 
 from __future__ import annotations

@@ -2,25 +2,54 @@
 
 Every other module asks here, so that a checkout and an installed wheel find
 them the same way.
+
+A checkout keeps them at its top level (``migrations/``, ``config/``), where
+the project layout wants them. The wheel carries the same folders inside the
+package: ``pyproject.toml`` maps ``migrations/`` onto ``verifier/_migrations/``
+and ``config/`` onto ``verifier/_config/`` (setuptools ``package-dir``), so there
+is one copy of each file in the source and nothing to keep in step. An
+installed wheel therefore finds them beside this module; a checkout (an
+editable install, or tests run from the source tree) has no such folder and
+finds them at the top of the tree.
+
+The answers are real directories, not `importlib.resources` traversables:
+Alembic reads its script directory from the file system, and a profile
+directory is a place a configuration may point at.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-_ROOT = Path(__file__).resolve().parent.parent
+_PACKAGE = Path(__file__).resolve().parent
+_CHECKOUT = _PACKAGE.parent
+
+
+def _shipped(packaged: str, top_level: str) -> Path:
+    """`verifier/<packaged>` when installed from a wheel, else `<top_level>` of the checkout.
+
+    When neither exists (a broken install) the packaged path is returned, so
+    that the error of whoever reads it names where an installed verifier looks.
+    """
+    inside = _PACKAGE / packaged
+    if inside.exists():
+        return inside
+    source = _CHECKOUT / top_level
+    if source.exists() and (_CHECKOUT / "pyproject.toml").is_file():
+        return source
+    return inside
 
 
 def migrations_dir() -> Path:
-    """The Alembic script directory of the store."""
-    return _ROOT / "migrations"
+    """The Alembic script directory of the store (``migrations/``)."""
+    return _shipped("_migrations", "migrations")
 
 
 def default_config_file() -> Path:
     """The packaged default configuration (``config/verifier.toml``)."""
-    return _ROOT / "config" / "verifier.toml"
+    return _shipped("_config", "config") / "verifier.toml"
 
 
 def profiles_dir() -> Path:
     """The packaged tool profiles (``config/profiles/*.toml``)."""
-    return _ROOT / "config" / "profiles"
+    return _shipped("_config", "config") / "profiles"

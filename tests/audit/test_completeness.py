@@ -24,7 +24,9 @@ from audit import (
 )
 
 VECTORS = json.loads(
-    (Path(__file__).parents[1] / "assets" / "audit-chain-v1.json").read_text(encoding="utf-8")
+    (Path(__file__).parents[2] / "docs" / "contract" / "vectors" / "audit-chain-v1.json").read_text(
+        encoding="utf-8"
+    )
 )
 SID = VECTORS["session_id"]
 JCS = [case["value"] for case in VECTORS["jcs"]]

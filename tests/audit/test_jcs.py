@@ -13,7 +13,9 @@ import pytest
 from audit.jcs import CanonicalizationError, canonicalize, jcs_sha256, sha256_hex
 
 VECTORS = json.loads(
-    (Path(__file__).parents[1] / "assets" / "audit-chain-v1.json").read_text(encoding="utf-8")
+    (Path(__file__).parents[2] / "docs" / "contract" / "vectors" / "audit-chain-v1.json").read_text(
+        encoding="utf-8"
+    )
 )
 JCS_CASES = VECTORS["jcs"]
 

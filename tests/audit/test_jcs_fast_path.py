@@ -28,7 +28,9 @@ from audit.chain import entry_hash
 from audit.jcs import CanonicalizationError, canonicalize
 
 VECTORS = json.loads(
-    (Path(__file__).parents[1] / "assets" / "audit-chain-v1.json").read_text(encoding="utf-8")
+    (Path(__file__).parents[2] / "docs" / "contract" / "vectors" / "audit-chain-v1.json").read_text(
+        encoding="utf-8"
+    )
 )
 MAX = 2**53 - 1
 # 8 x 50 seeds: 4,000 plain values and 2,000 poisoned ones.
