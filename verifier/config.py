@@ -40,6 +40,13 @@ class RepositoryConfig:
     protected_paths: tuple[str, ...] = ()
     # A ref only people update (e.g. refs/remotes/origin/main): the base must be in its history.
     trusted_ref: str | None = None
+    # How a run's results are read (docs/runners.md): "auto" (pytest and unittest are
+    # counted, other runners are not), "junit" (the files of `results_junit`), "exit-code".
+    results: str = "auto"
+    results_junit: tuple[str, ...] = ()
+    # The repository's own interpreter, or virtual environment: `{python}` and PATH use it.
+    python: Path | None = None
+    venv: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -145,6 +152,9 @@ def _repository(name: str, table: Mapping[str, Any], base_dir: Path) -> Reposito
         "test_timeout",
         "protected_paths",
         "trusted_ref",
+        "results",
+        "python",
+        "venv",
     }
     if unknown:
         raise ConfigError(f"{where}: unknown keys {sorted(unknown)}")
@@ -163,7 +173,34 @@ def _repository(name: str, table: Mapping[str, Any], base_dir: Path) -> Reposito
     if not isinstance(protected, list) or not all(isinstance(p, str) for p in protected):
         raise ConfigError(f"{where}.protected_paths: expected a list of glob strings")
     trusted = _str(table, "trusted_ref", where) if "trusted_ref" in table else None
-    return RepositoryConfig(name, path, command, timeout, tuple(protected), trusted)
+    results, junit = _results(table.get("results", "auto"), f"{where}.results")
+    if "python" in table and "venv" in table:
+        raise ConfigError(f"{where}: give python or venv, not both")
+    python = base_dir / _str(table, "python", where) if "python" in table else None
+    venv = base_dir / _str(table, "venv", where) if "venv" in table else None
+    return RepositoryConfig(
+        name, path, command, timeout, tuple(protected), trusted, results, junit, python, venv
+    )
+
+
+def _results(value: Any, where: str) -> tuple[str, tuple[str, ...]]:
+    """``"auto"``, ``"exit-code"``, or ``{ junit = [globs] }`` with globs inside the copy."""
+    if value in ("auto", "exit-code"):
+        return value, ()
+    if not isinstance(value, Mapping) or set(value) != {"junit"}:
+        raise ConfigError(
+            f'{where}: expected "auto", "exit-code" or {{ junit = [globs] }}, got {value!r}'
+        )
+    globs = value["junit"]
+    if not isinstance(globs, list) or not globs or not all(isinstance(g, str) for g in globs):
+        raise ConfigError(f"{where}.junit: expected a list of glob strings, got {globs!r}")
+    for glob in globs:
+        parts = glob.replace("\\", "/").split("/")
+        if not glob or glob.startswith("/") or ".." in parts or "\0" in glob:
+            raise ConfigError(
+                f"{where}.junit: {glob!r} is not a relative path inside the repository"
+            )
+    return "junit", tuple(globs)
 
 
 def _table(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:

@@ -78,6 +78,8 @@ def verification(console: Console, v: Verification, stored_note: str | None = No
             tail = str(result.details.get("output_excerpt") or "").rstrip().splitlines()[-6:]
             for line in tail:
                 console.print(f"      [dim]| {escape(line)}[/dim]")
+        for note in result.notes:
+            console.print(f"    [dim]note: {escape(note)}[/dim]")
     for note in v.notes:
         console.print(f"  [dim]note: {escape(note)}[/dim]")
     if stored_note:
@@ -99,6 +101,8 @@ def _summary(result: CheckResult) -> str:
     if result.name == "tests" and "counts" in d:
         c = d["counts"]
         isolated = "no network" if d.get("network_isolated") else "network not isolated"
+        if c is None:  # a runner whose tests are not counted
+            return f"tests not counted; exit {d.get('exit_code')}; {isolated}"
         return (
             f"{c.get('passed', 0)} passed, {c.get('failed', 0)} failed, "
             f"{c.get('errors', 0)} errors, {c.get('skipped', 0)} skipped; exit "

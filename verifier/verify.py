@@ -138,7 +138,14 @@ def _tests(
     # In worktree mode the copy the tests run on must hold the bytes the changes check hashed.
     expected = changes.observed if head is None else None
     return tests_check.check(
-        repo_path, head, tuple(command), timeout, config, progress=say, expected_files=expected
+        repo_path,
+        head,
+        tuple(command),
+        timeout,
+        config,
+        progress=say,
+        expected_files=expected,
+        repository=repo_config,
     )
 
 
