@@ -7,6 +7,7 @@ configurations as examples.
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
@@ -15,9 +16,10 @@ from pathlib import Path
 
 import pytest
 from gitrepo import GitRepo
+from rich.console import Console
 from sessions import fixed_session, to_bytes
 
-from verifier import runner
+from verifier import render, runner
 from verifier.checks.tests import check
 from verifier.config import Config, RepositoryConfig
 from verifier.contract import parse_report
@@ -510,3 +512,22 @@ def test_the_sandbox_was_used_for_these_runs(app: GitRepo) -> None:
 
     assert result.details["network_isolated"] is True
     assert str(app.path) in result.details["hidden"]
+
+
+def test_the_text_verdict_shows_an_uncounted_run_and_its_note(repo: GitRepo) -> None:
+    repo_cfg = RepositoryConfig(
+        "calc",
+        path=repo.path,
+        test_command=("{python}", "-c", "print('fine')"),
+        test_timeout_s=60,
+        results="exit-code",
+    )
+    report = parse_report(to_bytes(fixed_session(repo).report()))
+    v = verify(report, Config(repositories={"calc": repo_cfg}), Options())
+    out = io.StringIO()
+
+    render.verification(Console(file=out, width=200), v)
+
+    assert v.delivery_status is DeliveryStatus.DELIVERED, v.to_dict()
+    assert "tests not counted; exit 0" in out.getvalue()
+    assert 'note: tests not counted: results = "exit-code"' in out.getvalue()
