@@ -335,6 +335,17 @@ def test_exit_code_results_pass_on_exit_0_with_a_note_that_nothing_was_counted(
     assert result.to_dict()["notes"] == list(result.notes)
 
 
+def test_exit_code_results_keep_their_note_when_the_run_fails(app: GitRepo) -> None:
+    commit = app.commit({"check.py": "raise SystemExit(1)\n"})
+
+    result = check(app.path, commit, ("{python}", "check.py"), 60, SANDBOX, repository=EXIT_CODE)
+
+    assert result.status is CheckStatus.FAIL
+    assert result.notes == (
+        'tests not counted: results = "exit-code" judges the run by its exit code alone',
+    )
+
+
 def test_exit_code_results_still_fail_on_a_nonzero_exit(app: GitRepo) -> None:
     commit = app.commit({"check.py": "raise SystemExit(3)\n"})
 

@@ -181,7 +181,7 @@ def check(
         return _timed(CheckResult(NAME, CheckStatus.ERROR, (uncounted,), details), started)
     result = CheckResult.from_findings(NAME, findings, details)
     if kind == "exit-code":
-        note = 'tests not counted: results = "exit-code", so exit code 0 alone passed'
+        note = 'tests not counted: results = "exit-code" judges the run by its exit code alone'
         result = replace(result, notes=(note,))
     return _timed(result, started)
 
