@@ -98,6 +98,9 @@ def main(argv: list[str]) -> None:
         fh.write(f"{uid} {uid} 1")
     with open("/proc/self/gid_map", "w") as fh:
         fh.write(f"{gid} {gid} 1")
+    # Our working folder was entered before the writable bind mount over it, so it
+    # still refers to the read-only mount below: enter it again, through the bind.
+    os.chdir(os.getcwd())
     # 5. Become the command.
     try:
         os.execv(program[0], program)

@@ -28,7 +28,14 @@ from dataclasses import field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import (
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
 from pydantic.dataclasses import dataclass
 
 from verifier import resources
@@ -95,6 +102,22 @@ class RepositoryConfig:
     protected_paths: Globs = ()
     # A ref only people update (e.g. refs/remotes/origin/main): the base must be in its history.
     trusted_ref: Text | None = None
+    # How a run's results are read (docs/runners.md): "auto" (pytest and unittest are
+    # counted, other runners are not), "junit" (the files of `results_junit`), "exit-code".
+    # In TOML: results = "auto" | "exit-code" | { junit = ["reports/*.xml"] }.
+    results: Literal["auto", "junit", "exit-code"] = "auto"
+    results_junit: Globs = ()
+    # The repository's own interpreter, or virtual environment: `{python}` and PATH use it.
+    python: Path | None = None
+    venv: Path | None = None
+
+    @model_validator(mode="after")
+    def _one_interpreter(self) -> RepositoryConfig:
+        if self.python is not None and self.venv is not None:
+            raise ValueError("give python or venv, not both")
+        if self.results == "junit" and not self.results_junit:
+            raise ValueError("results: junit needs at least one glob")
+        return self
 
 
 def _database_url(value: Any) -> Any:
@@ -154,7 +177,7 @@ class Config:
         for name, table in repos.items():
             if not isinstance(table, Mapping):
                 raise ConfigError(f"repositories.{name}: expected a table")
-            tables[name] = {**table, "name": name}
+            tables[name] = {**_results_table(table, f"repositories.{name}.results"), "name": name}
         try:
             return _CONFIG.validate_python({**main, "repositories": tables, "source": source})
         except ValidationError as exc:
@@ -247,6 +270,28 @@ def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return merged
 
 
+def _results_table(table: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """TOML's ``results = { junit = [globs] }`` as the two fields of `RepositoryConfig`."""
+    out = dict(table)
+    value = out.pop("results", "auto")
+    if value in ("auto", "exit-code"):
+        return {**out, "results": value}
+    if not isinstance(value, Mapping) or set(value) != {"junit"}:
+        raise ConfigError(
+            f'{where}: expected "auto", "exit-code" or {{ junit = [globs] }}, got {value!r}'
+        )
+    globs = value["junit"]
+    if not isinstance(globs, list) or not globs or not all(isinstance(g, str) for g in globs):
+        raise ConfigError(f"{where}.junit: expected a list of glob strings, got {globs!r}")
+    for glob in globs:
+        parts = glob.replace("\\", "/").split("/")
+        if not glob or glob.startswith("/") or ".." in parts or "\0" in glob:
+            raise ConfigError(
+                f"{where}.junit: {glob!r} is not a relative path inside the repository"
+            )
+    return {**out, "results": "junit", "results_junit": globs}
+
+
 def _config_error(exc: ValidationError, source: Path | None) -> ConfigError:
     error = exc.errors()[0]
     loc = [str(part) for part in error["loc"]]
@@ -255,6 +300,8 @@ def _config_error(exc: ValidationError, source: Path | None) -> ConfigError:
     problem = error["msg"]
     if error["type"] == "unexpected_keyword_argument":
         problem = "unknown key"
+    elif error["type"] == "value_error":
+        problem = problem.removeprefix("Value error, ")
     elif "input" in error and error["type"] != "missing":
         problem = f"{problem} (got {error['input']!r})"
     where = f"{source}: " if source is not None else ""

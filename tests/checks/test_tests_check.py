@@ -472,3 +472,18 @@ def test_a_head_state_over_the_size_limit_is_not_copied(repo: GitRepo) -> None:
 
     assert _codes(result) == ["tests.snapshot_failed"]
     assert "max_snapshot_bytes" in result.findings[0].message
+
+
+def test_tests_can_write_into_their_working_folder_in_the_sandbox(repo: GitRepo) -> None:
+    # Reporters (node's junit, jest-junit, Surefire) write their reports under the copy.
+    writer = (
+        "from pathlib import Path\n\n\n"
+        "def test_writes_a_report():\n"
+        "    Path('reports').mkdir()\n"
+        "    Path('reports/out.xml').write_text('<testsuite/>')\n"
+    )
+    commit = repo.commit({"test_a.py": writer})
+
+    result = check(repo.path, commit, PYTEST, 60, Config())
+
+    assert result.status is CheckStatus.PASS, result.details["output_excerpt"]

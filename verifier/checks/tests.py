@@ -3,25 +3,33 @@
 `check()` takes these steps, in order:
 
 1. Refuse an empty command (`tests.no_command`); expand an argument that is
-   exactly ``{python}`` to the verifier's own interpreter.
+   exactly ``{python}`` to the repository's interpreter (its configured
+   ``python`` or ``venv``), else the verifier's own.
 2. Decide the sandbox from `Config.network_isolation`: ``auto`` uses it when
    it works here, ``required`` fails the check as an error when it does not
    (`tests.isolation_unavailable`), ``off`` never uses it.
 3. Make a temporary directory holding ``work/`` (the copy), ``home/``, ``tmp/``
-   and the JUnit file, which lies outside ``work/``; it is removed afterwards.
+   and our result files (pytest's JUnit report, unittest's counts), which lie
+   outside ``work/``; it is removed afterwards.
 4. Copy the head state into ``work/`` (`verifier.snapshot.materialize`):
    the commit's blobs, or the working tree when there is no head commit
    (`tests.snapshot_failed` when that cannot be done). In worktree mode the
    copy must hold, file for file, the bytes the changes check hashed
    (`tests.head_moved` otherwise: the tree changed while it was verified).
-5. When the command runs pytest, add ``--junitxml=<tmp>/junit.xml`` and
-   ``-p no:cacheprovider``.
-6. Run the command in ``work/`` with a minimal environment and a timeout
-   (`verifier.runner.run`); a missing program is `tests.runner_not_found`.
-7. Judge: a timeout, a non-zero exit, no test run, every test skipped, or no
-   JUnit report from pytest is a failure. The exit code decides before any
-   text the run printed. For a runner other than pytest we cannot count
-   tests: exit 0 is an error (`tests.uncounted`), never a pass.
+5. Decide how the results are read (docs/runners.md): the repository's
+   ``results`` (``{ junit = [globs] }`` or ``"exit-code"``), else by the command:
+   pytest gets ``--junitxml=<tmp>/junit.xml`` and ``-p no:cacheprovider``;
+   ``python -m unittest`` runs through our entry (`verifier._unittest_entry`),
+   which writes unittest's counts. For JUnit globs, report files already in the
+   copy (committed) are removed first, so only this run's reports are read.
+6. Run the command in ``work/`` with a minimal environment (the repository's
+   ``bin/`` first on PATH) and a timeout (`verifier.runner.run`); a missing
+   program is `tests.runner_not_found`.
+7. Read the results (`verifier.results`) and judge: a timeout, a non-zero exit,
+   no test run, every test skipped, failures in the results, or no readable
+   results is a failure. The exit code decides before any text the run
+   printed. A run whose tests are not counted is an error (`tests.uncounted`),
+   never a pass, unless the repository opted in to ``results = "exit-code"``.
 
 Nothing is ever run in the user's repository, and the repository is not
 modified (see `verifier.snapshot`). The codes are listed in docs/findings.md.
@@ -31,53 +39,37 @@ from __future__ import annotations
 
 import itertools
 import os
-import stat
+import shutil
 import sys
 import tempfile
 import time
-import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from verifier import runner
+from verifier import results, runner
 from verifier.cancel import CancelToken
 from verifier.checks import Context, HeadState
-from verifier.config import Config
+from verifier.config import Config, RepositoryConfig
 from verifier.errors import InfrastructureError
 from verifier.findings import CheckResult, CheckStatus, Finding
+from verifier.results import Counts, UnreadableResults
 from verifier.runner import RunnerNotFound, RunOutcome
 from verifier.snapshot import SnapshotError, SnapshotInfo, materialize
 
 __all__ = ["NAME", "check"]
 
 NAME = "tests"
-PYTEST_NO_TESTS_COLLECTED = 5
-# Our own temp file, but written by a process running code under test.
-MAX_JUNIT_BYTES = 64 << 20
-
-
-@dataclass(frozen=True)
-class Counts:
-    """Test counts summed over the JUnit report's test suites."""
-
-    tests: int
-    failures: int
-    errors: int
-    skipped: int
-
-    @property
-    def passed(self) -> int:
-        return self.tests - self.failures - self.errors - self.skipped
-
-    def to_dict(self) -> dict[str, int]:
-        return {
-            "passed": self.passed,
-            "failed": self.failures,
-            "errors": self.errors,
-            "skipped": self.skipped,
-        }
+# pytest's "no tests collected"; unittest's "no tests ran" since Python 3.12.
+NO_TESTS_EXIT_CODE = 5
+_UNITTEST_ENTRY = Path(__file__).resolve().parent.parent / "_unittest_entry.py"
+# Where each kind of run's counts come from, as findings name it.
+_SOURCE = {
+    "pytest": "pytest's JUnit report",
+    "unittest": "unittest's result",
+    "junit": "the JUnit reports",
+}
 
 
 class TestsCheck:
@@ -101,6 +93,7 @@ class TestsCheck:
             progress=context.progress,
             # In worktree mode the copy must hold the bytes the changes check hashed.
             expected_files=head.files if head.mode == "worktree" else None,
+            repository=context.repo,
             cancel=context.cancel,
         )
 
@@ -116,13 +109,16 @@ def check(
     config: Config,
     progress: Callable[[str], None] | None = None,
     expected_files: Mapping[str, str] | None = None,
+    repository: RepositoryConfig | None = None,
     cancel: CancelToken | None = None,
 ) -> CheckResult:
     """Run the configured test command on a copy of the head state and judge the outcome.
 
-    `expected_files` (path -> SHA-256), when given, is what the copy must hold;
+    `expected_files` (path -> SHA-256), when given, is what the copy must hold.
+    `repository` says how the results are read and which interpreter runs them;
     `cancel` stops the run (its process group killed, `Cancelled` raised).
     """
+    repo_config = repository or RepositoryConfig(name="")
     started = time.monotonic()
     say = progress or (lambda _line: None)
     mode = "worktree" if head_commit is None else "commit"
@@ -133,7 +129,8 @@ def check(
             "no test command for this repository: configure "
             "repositories.<name>.test_command or pass --test-command",
         )
-    argv = [sys.executable if arg == "{python}" else arg for arg in command]
+    python, bin_dirs = _interpreter(repo_config)
+    argv = [python if arg == "{python}" else arg for arg in command]
 
     isolate = _decide_isolation(config.network_isolation)
     if isolate is None:
@@ -148,7 +145,7 @@ def check(
         work, home, child_tmp = tmp / "work", tmp / "home", tmp / "tmp"
         home.mkdir()
         child_tmp.mkdir()
-        junit = tmp / "junit.xml"
+        junit, unittest_json = tmp / "junit.xml", tmp / "unittest.json"
 
         try:
             snapshot = materialize(
@@ -168,9 +165,15 @@ def check(
                     mode=mode,
                 )
 
-        is_pytest = _runs_pytest(argv)
-        if is_pytest:
+        kind = _results_kind(argv, command, repo_config)
+        read: dict[str, Any] = {"source": kind}
+        if kind == "pytest":
             argv = _with_pytest_options(argv, junit)
+        elif kind == "unittest":
+            argv = _with_unittest_entry(argv, tmp, unittest_json)
+        elif kind == "junit":
+            read["globs"] = list(repo_config.results_junit)
+            read["removed_before_run"] = results.prepare_reports(work, repo_config.results_junit)
 
         say(f"running tests: {argv} (timeout {timeout_s:g}s)")
         try:
@@ -178,10 +181,12 @@ def check(
                 argv,
                 cwd=work,
                 timeout_s=timeout_s,
-                env=runner.minimal_env(home, child_tmp),
+                env=_child_env(home, child_tmp, bin_dirs, repo_config),
                 isolate_network=isolate,
                 excerpt_bytes=config.output_excerpt_bytes,
-                hide=_hidden_paths(repo_path, config, keep=[tmp, Path(argv[0])]),
+                hide=_hidden_paths(
+                    repo_path, config, keep=[tmp, Path(argv[0]), *bin_dirs, *_venv(repo_config)]
+                ),
                 writable=[tmp],
                 cancel=cancel,
             )
@@ -191,21 +196,27 @@ def check(
             return _error(started, "tests.runner_failed", str(exc), argv=argv, mode=mode)
         say(_summary_line(outcome))
 
-        counts, report_problem = _read_junit(junit) if is_pytest else (None, None)
-    findings = _judge(outcome, timeout_s, is_pytest, counts, report_problem)
-    details = _details(outcome, mode, snapshot, is_pytest, counts)
-    if not findings and not is_pytest:
+        counts, report_problem = _read_results(kind, work, junit, unittest_json, repo_config, read)
+    findings = _judge(outcome, timeout_s, kind, _runs_pytest(argv), counts, report_problem)
+    details = _details(outcome, mode, snapshot, counts, read)
+    if not findings and kind == "uncounted":
         # Exit 0 from a runner we cannot count proves nothing ran ("Ran 0 tests"
         # exits 0 too): the question stays open rather than passing.
+        where = f"[repositories.{repo_config.name or '<name>'}]"
         uncounted = Finding(
             "tests.uncounted",
-            f"{os.path.basename(argv[0])!r} exited 0, but only pytest runs can be counted: "
-            "configure a pytest command to prove that at least one test ran",
+            f"{os.path.basename(argv[0])!r} exited 0, but its tests were not counted: in "
+            f'{where} set results = {{ junit = ["reports/*.xml"] }} for a runner that '
+            'writes JUnit XML, or results = "exit-code" to accept the exit code alone '
+            "(docs/runners.md)",
             expected="a counted test run",
             found="exit code 0, tests not counted",
         )
         return _timed(CheckResult(NAME, CheckStatus.ERROR, (uncounted,), details), started)
     result = CheckResult.from_findings(NAME, findings, details)
+    if kind == "exit-code":
+        note = 'tests not counted: results = "exit-code" judges the run by its exit code alone'
+        result = replace(result, notes=(note,))
     return _timed(result, started)
 
 
@@ -275,43 +286,96 @@ def _with_pytest_options(argv: list[str], junit: Path) -> list[str]:
     return [*argv[:at], *ours, *argv[at:]]
 
 
-def _read_junit(path: Path) -> tuple[Counts | None, str | None]:
-    """The counts of a JUnit XML report, or None and why it could not be read.
+def _interpreter(repository: RepositoryConfig) -> tuple[str, list[Path]]:
+    """What ``{python}`` stands for, and the folders to put first on the child's PATH."""
+    if repository.venv is not None:
+        bin_dir = repository.venv / "bin"
+        return str(bin_dir / "python"), [bin_dir]
+    if repository.python is not None:
+        # Not resolved: a venv's python is a link, and the venv is found through it.
+        return str(repository.python), [repository.python.parent]
+    return sys.executable, []
 
-    The code under test can reach this file, so it is opened without following a
-    link and without blocking (a FIFO must not hang us), must be a regular file,
-    and is read up to a bound.
+
+def _venv(repository: RepositoryConfig) -> list[Path]:
+    return [repository.venv] if repository.venv is not None else []
+
+
+def _child_env(
+    home: Path, tmp: Path, bin_dirs: Sequence[Path], repository: RepositoryConfig
+) -> dict[str, str]:
+    """The minimal environment, with the repository's interpreter folder first on PATH."""
+    env = runner.minimal_env(home, tmp)
+    if bin_dirs:
+        env["PATH"] = os.pathsep.join([*(str(d) for d in bin_dirs), env["PATH"]])
+    if repository.venv is not None:
+        env["VIRTUAL_ENV"] = str(repository.venv)
+    return env
+
+
+def _results_kind(argv: Sequence[str], command: Sequence[str], repository: RepositoryConfig) -> str:
+    """How this run's results are read: the repository's choice, else by the command."""
+    if repository.results in ("junit", "exit-code"):
+        return repository.results
+    if _runs_pytest(argv):
+        return "pytest"
+    if _runs_unittest(argv, command):
+        return "unittest"
+    return "uncounted"
+
+
+def _runs_unittest(argv: Sequence[str], command: Sequence[str]) -> bool:
+    """``{python} -m unittest ...`` or ``python[3[.x]] -m unittest ...``, exactly so."""
+    if len(argv) < 2 or not (argv[1] == "-munittest" or argv[1:3] == ["-m", "unittest"]):
+        return False
+    return command[0] == "{python}" or os.path.basename(argv[0]).startswith("python")
+
+
+def _with_unittest_entry(argv: Sequence[str], tmp: Path, result: Path) -> list[str]:
+    """The same interpreter and arguments, through our entry, copied outside the copy.
+
+    A copy, because the sandbox may cover the folder our package lives in (when the
+    checked repository holds it).
     """
+    entry = tmp / "unittest_entry.py"
+    shutil.copyfile(_UNITTEST_ENTRY, entry)
+    rest = argv[2:] if argv[1] == "-munittest" else argv[3:]
+    return [argv[0], str(entry), str(result), *rest]
+
+
+def _read_results(
+    kind: str,
+    work: Path,
+    junit: Path,
+    unittest_json: Path,
+    repository: RepositoryConfig,
+    read: dict[str, Any],
+) -> tuple[Counts | None, str | None]:
+    """The run's counts, or None and why they cannot be read; `read` gets what was read."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
-        return None, f"pytest wrote no JUnit report at {path.name}"
-    except OSError as exc:
-        return None, f"cannot read the JUnit report: {exc}"
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None, "the JUnit report is not a regular file"
-        data = fh.read(MAX_JUNIT_BYTES + 1)
-    if len(data) > MAX_JUNIT_BYTES:
-        return None, f"the JUnit report is over the {MAX_JUNIT_BYTES} byte limit"
-    try:
-        root = ET.fromstring(data)
-    except ET.ParseError as exc:
-        return None, f"cannot parse the JUnit report: {exc}"
-    totals = [0, 0, 0, 0]
-    suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
-    for suite in suites:
-        for i, key in enumerate(("tests", "failures", "errors", "skipped")):
+        if kind == "pytest":
             try:
-                totals[i] += int(suite.get(key, "0"))
-            except ValueError:
-                return None, f"the JUnit report has {key}={suite.get(key)!r}, not a number"
-    return Counts(*totals), None
+                return results.read_junit_file(junit), None
+            except UnreadableResults as exc:
+                raise UnreadableResults(f"the JUnit report {junit.name}: {exc}") from None
+        if kind == "unittest":
+            counts = results.read_unittest(unittest_json)
+            read["expected_failures"] = counts.expected_failures
+            read["unexpected_successes"] = counts.unexpected_successes
+            return counts, None
+        if kind == "junit":
+            counts, files = results.read_junit_reports(work, repository.results_junit)
+            read["files"] = files
+            return counts, None
+    except UnreadableResults as exc:
+        return None, str(exc)
+    return None, None
 
 
 def _judge(
     outcome: RunOutcome,
     timeout_s: float,
+    kind: str,
     is_pytest: bool,
     counts: Counts | None,
     report_problem: str | None,
@@ -325,7 +389,7 @@ def _judge(
                 found=f"killed after {outcome.duration_s:.1f}s",
             )
         ]
-    if is_pytest and outcome.exit_code == PYTEST_NO_TESTS_COLLECTED:
+    if is_pytest and outcome.exit_code == NO_TESTS_EXIT_CODE:
         return [
             Finding(
                 "tests.none_ran",
@@ -334,6 +398,9 @@ def _judge(
                 found="exit code 5 (no tests collected)",
             )
         ]
+    unittest_none = kind == "unittest" and counts is not None and counts.tests == 0
+    if unittest_none and outcome.exit_code == NO_TESTS_EXIT_CODE:
+        return [_none_ran("unittest ran no test (exit code 5)")]
     if outcome.exit_code != 0:
         return [
             Finding(
@@ -343,14 +410,16 @@ def _judge(
                 found=f"exit code {outcome.exit_code}",
             )
         ]
-    if not is_pytest:
+    if kind not in _SOURCE:
         return []
+    source = _SOURCE[kind]
     if counts is None:
         return [
             Finding(
                 "tests.no_report",
-                f"pytest exited 0 but no test can be proven to have run: {report_problem}",
-                expected="a readable JUnit XML report",
+                f"the test command exited 0 but no test can be proven to have run: "
+                f"{report_problem}",
+                expected="readable results (JUnit XML, or unittest's counts)",
                 found=report_problem,
             )
         ]
@@ -358,20 +427,13 @@ def _judge(
         return [
             Finding(
                 "tests.failed",
-                "pytest exited 0 but its JUnit report counts failed tests",
+                f"the test command exited 0 but {source} counts failed tests",
                 expected="0 failures and 0 errors",
                 found=f"{counts.failures} failures, {counts.errors} errors",
             )
         ]
     if counts.tests == 0:
-        return [
-            Finding(
-                "tests.none_ran",
-                "the JUnit report counts no test",
-                expected="at least one test run",
-                found="0 tests",
-            )
-        ]
+        return [_none_ran(f"{source} counts no test")]
     if counts.skipped == counts.tests:
         return [
             Finding(
@@ -384,12 +446,16 @@ def _judge(
     return []
 
 
+def _none_ran(message: str) -> Finding:
+    return Finding("tests.none_ran", message, expected="at least one test run", found="0 tests")
+
+
 def _details(
     outcome: RunOutcome,
     mode: str,
     snapshot: SnapshotInfo,
-    is_pytest: bool,
     counts: Counts | None,
+    read: dict[str, Any],
 ) -> dict[str, Any]:
     return {
         "argv": list(outcome.argv),
@@ -398,8 +464,9 @@ def _details(
         "exit_code": outcome.exit_code,
         "timed_out": outcome.timed_out,
         "duration_s": round(outcome.duration_s, 3),
-        "tests_counted": is_pytest and counts is not None,
+        "tests_counted": counts is not None,
         "counts": counts.to_dict() if counts else None,
+        "results": read,
         "output_excerpt": outcome.output_excerpt,
         "output_sha256": outcome.output_sha256,
         "output_bytes": outcome.output_bytes,
