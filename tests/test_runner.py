@@ -16,6 +16,7 @@ import pytest
 from verifier.runner import (
     RunnerNotFound,
     RunOutcome,
+    SandboxUnavailable,
     minimal_env,
     network_isolation_available,
     run,
@@ -41,7 +42,7 @@ def _run(
         cwd=tmp_path,
         timeout_s=timeout_s,
         env=minimal_env(home, tmp),
-        isolate_network=isolate_network,
+        sandbox="required" if isolate_network else "off",
         excerpt_bytes=excerpt_bytes,
     )
 
@@ -282,3 +283,38 @@ def test_network_isolation_probe_is_run_once() -> None:
     hits = network_isolation_available.cache_info().hits
     network_isolation_available()
     assert network_isolation_available.cache_info().hits == hits + 1
+
+
+def test_auto_falls_back_to_no_sandbox_when_it_cannot_start(tmp_path: Path) -> None:
+    """No probe: a sandbox that never reported ready means the command never ran, so
+    `auto` runs it again without one, and `required` refuses."""
+    (tmp_path / "bin").mkdir()
+    fake = tmp_path / "bin" / "unshare"  # an unshare that fails as a kernel refusal would
+    fake.write_text(
+        "#!/bin/sh\necho 'unshare: unshare failed: Operation not permitted' >&2\nexit 1\n"
+    )
+    fake.chmod(0o755)
+    home, tmp = tmp_path / "home", tmp_path / "tmp"
+    home.mkdir()
+    tmp.mkdir()
+    env = minimal_env(home, tmp)
+    marker = tmp_path / "ran"
+    code = f"open({str(marker)!r}, 'a').write('x')"
+    path = f"{tmp_path / 'bin'}:{os.environ['PATH']}"
+    saved = os.environ["PATH"]
+    os.environ["PATH"] = path  # where the runner looks for unshare
+    try:
+        out = run(
+            [sys.executable, "-c", code], cwd=tmp_path, timeout_s=30, env=env,
+            sandbox="auto", excerpt_bytes=1024,
+        )  # fmt: skip
+        assert (out.exit_code, out.network_isolated) == (0, False)
+        assert marker.read_text() == "x"  # ran once, not twice
+        with pytest.raises(SandboxUnavailable):
+            run(
+                [sys.executable, "-c", code], cwd=tmp_path, timeout_s=30, env=env,
+                sandbox="required", excerpt_bytes=1024,
+            )  # fmt: skip
+        assert marker.read_text() == "x"
+    finally:
+        os.environ["PATH"] = saved

@@ -1,6 +1,6 @@
 """The sandbox's first process: cover, lock, then become the command.
 
-Run by `verifier.runner` as ``python -I -S _sandbox.py HIDE WRITABLE PROGRAM ARGS...``
+Run by `verifier.runner` as ``python -I -S _sandbox.py READY HIDE WRITABLE PROGRAM ARGS...``
 inside ``unshare -rnm --pid --fork --kill-child --mount-proc`` (a user namespace
 with no network, its own PIDs and its own mounts). Standard library only: it
 runs before anything else, with no site packages.
@@ -13,10 +13,12 @@ runs before anything else, with no site packages.
 4. enter a new user and mount namespace, which locks every mount made above:
    the code under test, root in its namespace, can neither unmount a cover
    nor make the host writable again;
-5. exec PROGRAM.
+5. write ``1`` to the file descriptor READY (-1: none) and close it, so the
+   runner knows the sandbox stands, then exec PROGRAM.
 
-A failure prints ``verifier-sandbox: ...`` and exits 125 (127 when PROGRAM
-cannot be executed), which the runner turns into an error, never a verdict.
+A failure prints ``verifier-sandbox: ...`` and exits 125 without writing to
+READY (127 when PROGRAM cannot be executed), which the runner turns into a run
+without the sandbox (``auto``) or an error (``required``), never a verdict.
 """
 
 from __future__ import annotations
@@ -73,7 +75,8 @@ def set_read_only(path: str, read_only: bool) -> None:
 
 
 def main(argv: list[str]) -> None:
-    hide, writable, program = json.loads(argv[1]), json.loads(argv[2]), argv[3:]
+    ready, hide, writable = int(argv[1]), json.loads(argv[2]), json.loads(argv[3])
+    program = argv[4:]
     # 1. Private mounts.
     mount(None, "/", None, MS_REC | MS_PRIVATE, None)
     # 2. Covers.
@@ -101,7 +104,10 @@ def main(argv: list[str]) -> None:
     # Our working folder was entered before the writable bind mount over it, so it
     # still refers to the read-only mount below: enter it again, through the bind.
     os.chdir(os.getcwd())
-    # 5. Become the command.
+    # 5. Say the sandbox stands, then become the command.
+    if ready >= 0:
+        os.write(ready, b"1")
+        os.close(ready)
     try:
         os.execv(program[0], program)
     except OSError as exc:

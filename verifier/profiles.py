@@ -12,10 +12,12 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from verifier.errors import ConfigError
-from verifier.trajectory import ToolCall
+
+if TYPE_CHECKING:  # the trajectory module loads the SDK (half a second); profiles need not
+    from verifier.trajectory import ToolCall
 
 
 class ActionKind(enum.StrEnum):

@@ -25,9 +25,10 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from verifier.cancel import CancelToken
 from verifier.errors import Cancelled, InfrastructureError
@@ -35,6 +36,7 @@ from verifier.errors import Cancelled, InfrastructureError
 __all__ = [
     "RunOutcome",
     "RunnerNotFound",
+    "SandboxUnavailable",
     "minimal_env",
     "network_isolation_available",
     "run",
@@ -44,11 +46,14 @@ DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 _UNSHARE = ("unshare", "-rnm", "--pid", "--fork", "--kill-child", "--mount-proc", "--")
 # unshare, or our trampoline, report an exec failure with these prefixes and status 127.
 _EXEC_FAILED = (b"unshare: failed to execute", b"verifier-sandbox: cannot execute")
-_SANDBOX_FAILED = b"verifier-sandbox:"
 _SANDBOX = Path(__file__).with_name("_sandbox.py")
 _READ_CHUNK = 65536
 # After the main process has gone, how long we wait for the pipe to close.
 _DRAIN_S = 2.0
+
+
+class SandboxUnavailable(InfrastructureError):
+    """The sandbox was required and could not be set up on this machine."""
 
 
 class RunnerNotFound(InfrastructureError):
@@ -96,12 +101,16 @@ def minimal_env(home: Path, tmp: Path) -> dict[str, str]:
 
 @functools.cache
 def network_isolation_available() -> bool:
-    """Whether the whole sandbox works here, locks included (probed once per process)."""
+    """Whether the whole sandbox works here, locks included (probed once per process).
+
+    `run` needs no probe (the sandbox reports itself ready); this is for callers
+    that want to know beforehand, such as tests choosing what to expect.
+    """
     if shutil.which("unshare") is None:
         return False
     try:
         probe = subprocess.run(
-            [*_UNSHARE, sys.executable, "-I", "-S", str(_SANDBOX), "[]", "[]", "/bin/true"],
+            [*_UNSHARE, sys.executable, "-I", "-S", str(_SANDBOX), "-1", "[]", "[]", "/bin/true"],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -113,41 +122,80 @@ def network_isolation_available() -> bool:
     return probe.returncode == 0
 
 
+Sandbox = Literal["auto", "required", "off"]
+
+
 def run(
     argv: Sequence[str],
     *,
     cwd: Path,
     timeout_s: float,
     env: Mapping[str, str],
-    isolate_network: bool,
+    sandbox: Sandbox,
     excerpt_bytes: int,
     hide: Sequence[Path] = (),
     writable: Sequence[Path] = (),
     cancel: CancelToken | None = None,
+    on_start: Callable[[], None] | None = None,
 ) -> RunOutcome:
     """Run `argv` in `cwd` with exactly `env`; kill its process group at `timeout_s`.
 
-    With `isolate_network`, the command runs in the sandbox (`verifier._sandbox`):
-    the existing paths of `hide` are covered, and the file system is read-only
-    but for `writable` (which must hold `cwd`). Raises `RunnerNotFound` when `argv[0]` (or
-    `unshare`, when isolating) cannot be found or executed, and `Cancelled` when
-    `cancel` is set first: the whole process group is killed either way.
+    `sandbox` ``required`` or ``auto`` runs the command in the sandbox
+    (`verifier._sandbox`): the existing paths of `hide` are covered, and the file
+    system is read-only but for `writable` (which must hold `cwd`). There is no
+    separate probe: the sandbox says it is ready through a pipe just before it
+    becomes the command, and a run whose sandbox never said so is, with
+    ``auto``, run again without it (nothing of the command ran), and with
+    ``required`` a `SandboxUnavailable`. Raises `RunnerNotFound` when `argv[0]`
+    cannot be found or executed, and `Cancelled` when `cancel` is set first: the
+    whole process group is killed either way. `on_start` is called once the
+    command's process exists.
     """
     if not argv:
         raise ValueError("run() needs a non-empty argument list")
     search_path = env.get("PATH", DEFAULT_PATH)
     executable = _resolve(argv[0], cwd, search_path)
+    unshare = shutil.which("unshare") if sandbox != "off" else None
+    if unshare is None and sandbox == "required":
+        raise SandboxUnavailable("network_isolation is 'required' but `unshare` is not installed")
+    if unshare is not None:
+        outcome = _run_once(
+            argv, executable, cwd, timeout_s, env, excerpt_bytes, cancel, on_start,
+            sandboxed=(unshare, _coverable(hide), [str(p) for p in writable]),
+        )  # fmt: skip
+        if outcome is not None:
+            return outcome
+        if sandbox == "required":
+            raise SandboxUnavailable(
+                "network_isolation is 'required' but the `unshare` sandbox does not work here"
+            )
+    outcome = _run_once(
+        argv, executable, cwd, timeout_s, env, excerpt_bytes, cancel, on_start, sandboxed=None
+    )
+    assert outcome is not None
+    return outcome
+
+
+def _run_once(
+    argv: Sequence[str],
+    executable: str,
+    cwd: Path,
+    timeout_s: float,
+    env: Mapping[str, str],
+    excerpt_bytes: int,
+    cancel: CancelToken | None,
+    on_start: Callable[[], None] | None,
+    sandboxed: tuple[str, tuple[str, ...], list[str]] | None,
+) -> RunOutcome | None:
+    """One run; None when the sandbox asked for did not come up (the command never ran)."""
+    search_path = env.get("PATH", DEFAULT_PATH)
     launch = [executable, *argv[1:]]
-    if isolate_network:
-        unshare = shutil.which("unshare")
-        if unshare is None:
-            raise RunnerNotFound("unshare", os.environ.get("PATH", DEFAULT_PATH))
-        hidden = _coverable(hide)
-        rw = [str(p) for p in writable]
-        sandbox = [sys.executable, "-I", "-S", str(_SANDBOX), json.dumps(hidden), json.dumps(rw)]
-        launch = [unshare, *_UNSHARE[1:], *sandbox, *launch]
-    else:
-        hidden = ()
+    ready_r, ready_w = os.pipe()
+    hidden: tuple[str, ...] = ()
+    if sandboxed is not None:
+        unshare, hidden, rw = sandboxed
+        trampoline = [sys.executable, "-I", "-S", str(_SANDBOX), str(ready_w)]
+        launch = [unshare, *_UNSHARE[1:], *trampoline, json.dumps(hidden), json.dumps(rw), *launch]
 
     log = _Log(excerpt_bytes)
     start = time.monotonic()
@@ -161,11 +209,19 @@ def run(
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            pass_fds=(ready_w,) if sandboxed is not None else (),
         )
     except (FileNotFoundError, PermissionError) as exc:
+        os.close(ready_r)
+        os.close(ready_w)
         raise RunnerNotFound(argv[0], search_path, str(exc)) from None
     except OSError as exc:
+        os.close(ready_r)
+        os.close(ready_w)
         raise InfrastructureError(f"cannot start {argv[0]!r}: {exc}") from None
+    os.close(ready_w)
+    if on_start is not None:
+        on_start()
 
     assert proc.stdout is not None
     timed_out = False
@@ -177,13 +233,18 @@ def run(
         proc.wait()
         _drain(proc.stdout.fileno(), log, time.monotonic() + _DRAIN_S)
         proc.stdout.close()
+        os.set_blocking(ready_r, False)
+        try:
+            ready = os.read(ready_r, 1) == b"1"
+        except BlockingIOError:
+            ready = False
+        os.close(ready_r)
     duration = time.monotonic() - start
 
     exit_code = None if timed_out else proc.returncode
-    if isolate_network and exit_code == 125 and log.start.startswith(_SANDBOX_FAILED):
-        detail = log.start.decode("utf-8", "replace").strip()
-        raise InfrastructureError(f"the sandbox could not start: {detail}")
-    if isolate_network and exit_code == 127 and log.start.startswith(_EXEC_FAILED):
+    if sandboxed is not None and not ready and not timed_out:
+        return None
+    if sandboxed is not None and exit_code == 127 and log.start.startswith(_EXEC_FAILED):
         detail = log.start.decode("utf-8", "replace").strip()
         raise RunnerNotFound(argv[0], search_path, detail)
     return RunOutcome(
@@ -195,7 +256,7 @@ def run(
         output_excerpt=log.excerpt(),
         output_sha256=log.sha256.hexdigest(),
         output_bytes=log.total,
-        network_isolated=isolate_network,
+        network_isolated=sandboxed is not None,
         hidden=hidden,
     )
 

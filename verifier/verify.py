@@ -52,8 +52,9 @@ def verify(
     2. start every check (`verifier.checks.registered`), each in its own thread
        as soon as the checks it reads are done: changes, then the tests on the
        head state it established; audit at once;
-    3. meanwhile load the whole report (the trajectory, with the SDK) and
-       `admit` it; an invalid report or a refused one cancels the checks;
+    3. meanwhile, once the test run has started (loading the SDK must not slow
+       the way to it), load the whole report (the trajectory) and `admit` it;
+       an invalid report or a refused one cancels the checks;
     4. verdict: delivered when every check passes, not delivered when one
        fails, inconclusive when one could not be carried out.
     """
@@ -62,10 +63,14 @@ def verify(
 
     context = _context(report, config, options, progress, digest_cache)
 
+    checks = registered() if checks is None else checks
+    if not any(check.launches for check in checks):
+        context.launched.set()
     with context.cancel, ThreadPoolExecutor(4, thread_name_prefix="check") as pool:
         try:
-            futures = _start(pool, context, registered() if checks is None else checks)
+            futures = _start(pool, context, checks)
 
+            context.launched.wait()
             trajectory = report.trajectory
             if admit is not None:
                 admit(report)
@@ -73,6 +78,7 @@ def verify(
             results = {name: future.result() for name, future in futures.items()}
         except BaseException:
             context.cancel.set()
+            context.launched.set()
             raise
 
     verdict = decide(list(results.values()))
@@ -124,11 +130,15 @@ def _start(
     futures: dict[str, Future[CheckResult]] = {}
 
     def run(check: Check, reads: list[Future[CheckResult]]) -> CheckResult:
-        for future in reads:
-            future.result()
-        context.progress(f"checking {check.name}")
-        start = time.perf_counter()
-        result = check.run(context)
+        try:
+            for future in reads:
+                future.result()
+            context.progress(f"checking {check.name}")
+            start = time.perf_counter()
+            result = check.run(context)
+        finally:
+            if check.launches:  # started its long work, or never will: the others go on
+                context.launched.set()
         result = replace(result, duration_s=time.perf_counter() - start)
         context.results[check.name] = result
         return result

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import socket
 import sys
 from dataclasses import replace
@@ -308,7 +309,10 @@ def test_required_isolation_that_is_unavailable_is_an_error(
     repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     commit = repo.commit({"test_a.py": PASSING})
-    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no unshare to be found
+    only_git = tmp_path / "only-git"
+    only_git.mkdir()
+    (only_git / "git").symlink_to(shutil.which("git") or "/usr/bin/git")
+    monkeypatch.setenv("PATH", str(only_git))  # git for the copy, no unshare to be found
     runner.network_isolation_available.cache_clear()
     try:
         result = check(repo.path, commit, PYTEST, 60, Config(network_isolation="required"))

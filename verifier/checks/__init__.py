@@ -11,6 +11,7 @@ neither changes.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +62,10 @@ class Context:
     progress: Progress = lambda _line: None
     digest_cache: DigestCache | None = None
     results: dict[str, CheckResult] = field(default_factory=dict)
+    # Set once the checks that `launch` long work (the test run) have started it, or
+    # finished: CPU-heavy work that can wait (loading the SDK) waits for it, so it
+    # does not slow the critical path down on the way to the test run.
+    launched: threading.Event = field(default_factory=threading.Event)
 
     def fact(self, kind: type[T]) -> T | None:
         """The fact of type `kind` an earlier check established, if any."""
@@ -73,7 +78,10 @@ class Context:
 
 class Check(Protocol):
     name: str
+    # The checks whose results this one reads; it starts when they are done.
     reads: tuple[str, ...]
+    # Whether it starts long work the others should not slow down (see Context.launched).
+    launches: bool
 
     def run(self, context: Context) -> CheckResult: ...
 

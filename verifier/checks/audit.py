@@ -14,7 +14,7 @@ Steps of `check`:
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from audit import Call, Change, verify_trail
 from audit.findings import Finding
@@ -24,7 +24,9 @@ from verifier.contract import Report, canonical_status
 from verifier.errors import ConfigError
 from verifier.findings import CheckResult
 from verifier.profiles import ActionKind, Profile, load_profile
-from verifier.trajectory import ToolCall
+
+if TYPE_CHECKING:  # loading the SDK is the report's business, on first use of its trajectory
+    from verifier.trajectory import ToolCall
 
 NAME = "audit"
 
@@ -33,9 +35,11 @@ class AuditCheck:
     """Step 3 of the verdict: the trail against the trajectory and the claims."""
 
     name = NAME
+    launches = False
     reads: tuple[str, ...] = ()
 
     def run(self, context: Context) -> CheckResult:
+        context.launched.wait()  # the trajectory loads the SDK: after the tests have started
         profile, note = _profile(context.report, context.config)
         result = check(context.report, profile)
         return replace(result, notes=(*result.notes, note)) if note else result

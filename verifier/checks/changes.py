@@ -87,6 +87,7 @@ class ChangesCheck:
     """Step 1 of the verdict: the claims against the repository."""
 
     name = NAME
+    launches = False
     reads: tuple[str, ...] = ()
 
     def run(self, context: Context) -> CheckResult:

@@ -55,7 +55,7 @@ from verifier.config import Config, RepositoryConfig
 from verifier.errors import InfrastructureError
 from verifier.findings import CheckResult, CheckStatus, Finding
 from verifier.results import Counts, UnreadableResults
-from verifier.runner import RunnerNotFound, RunOutcome
+from verifier.runner import RunnerNotFound, RunOutcome, SandboxUnavailable
 from verifier.snapshot import SnapshotError, SnapshotInfo, materialize
 
 __all__ = ["NAME", "check"]
@@ -76,6 +76,7 @@ class TestsCheck:
     """Step 2 of the verdict: the configured tests on a copy of the head state."""
 
     name = NAME
+    launches = True
     reads: tuple[str, ...] = ("changes",)
 
     def run(self, context: Context) -> CheckResult:
@@ -95,6 +96,7 @@ class TestsCheck:
             expected_files=head.files if head.mode == "worktree" else None,
             repository=context.repo,
             cancel=context.cancel,
+            on_start=context.launched.set,
         )
 
 
@@ -111,12 +113,14 @@ def check(
     expected_files: Mapping[str, str] | None = None,
     repository: RepositoryConfig | None = None,
     cancel: CancelToken | None = None,
+    on_start: Callable[[], None] | None = None,
 ) -> CheckResult:
     """Run the configured test command on a copy of the head state and judge the outcome.
 
     `expected_files` (path -> SHA-256), when given, is what the copy must hold.
     `repository` says how the results are read and which interpreter runs them;
-    `cancel` stops the run (its process group killed, `Cancelled` raised).
+    `cancel` stops the run (its process group killed, `Cancelled` raised);
+    `on_start` is called once the test process exists.
     """
     repo_config = repository or RepositoryConfig(name="")
     started = time.monotonic()
@@ -131,14 +135,6 @@ def check(
         )
     python, bin_dirs = _interpreter(repo_config)
     argv = [python if arg == "{python}" else arg for arg in command]
-
-    isolate = _decide_isolation(config.network_isolation)
-    if isolate is None:
-        return _error(
-            started,
-            "tests.isolation_unavailable",
-            "network_isolation is 'required' but the `unshare` sandbox does not work here",
-        )
 
     with tempfile.TemporaryDirectory(prefix="verifier-tests-", ignore_cleanup_errors=True) as td:
         tmp = Path(td)
@@ -182,14 +178,17 @@ def check(
                 cwd=work,
                 timeout_s=timeout_s,
                 env=_child_env(home, child_tmp, bin_dirs, repo_config),
-                isolate_network=isolate,
+                sandbox=config.network_isolation,
                 excerpt_bytes=config.output_excerpt_bytes,
                 hide=_hidden_paths(
                     repo_path, config, keep=[tmp, Path(argv[0]), *bin_dirs, *_venv(repo_config)]
                 ),
                 writable=[tmp],
                 cancel=cancel,
+                on_start=on_start,
             )
+        except SandboxUnavailable as exc:
+            return _error(started, "tests.isolation_unavailable", str(exc), argv=argv, mode=mode)
         except RunnerNotFound as exc:
             return _error(started, "tests.runner_not_found", str(exc), argv=argv, mode=mode)
         except InfrastructureError as exc:
@@ -253,16 +252,6 @@ def _hidden_paths(repo_path: Path, config: Config, keep: Sequence[Path]) -> list
         p.resolve() for p in (*keep, Path(sys.executable), Path(sys.prefix), Path(sys.base_prefix))
     ]
     return [c for c in candidates if not any(n == c or n.is_relative_to(c) for n in needed)]
-
-
-def _decide_isolation(setting: str) -> bool | None:
-    """True or False for the run; None when isolation is required and unavailable."""
-    if setting == "off":
-        return False
-    available = runner.network_isolation_available()
-    if setting == "required" and not available:
-        return None
-    return available
 
 
 def _moved(expected: Mapping[str, str], copied: Mapping[str, str]) -> list[str]:
