@@ -12,6 +12,11 @@ Steps of `check`:
 4. hash each safe claim's raw bytes at base and at head, and compare with the
    claimed ``sha256_before`` / ``sha256_after``;
 5. every changed path must be claimed, otherwise ``change.undeclared``.
+
+A `BlobDigestCache` (blob id -> SHA-256) may be passed: git blob ids are
+content addresses, so a digest cached once holds for every repository, and a
+re-verified session, or one on a base already seen, reads only new blobs.
+Only full object ids of our own ``git ls-tree`` output reach the cache.
 """
 
 from __future__ import annotations
@@ -21,12 +26,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from audit.findings import Finding
+from verifier._git import BlobDigestCache, MemoryDigestCache
 from verifier.config import RepositoryConfig
 from verifier.contract import ClaimedChange
 from verifier.errors import InfrastructureError
 from verifier.findings import CheckResult
 from verifier.paths import UnsafeFile, glob_matches, hash_in_root, unicode_variant, unsafe_reason
 from verifier.repository import Repository, TreeEntry
+
+__all__ = ["NAME", "BlobDigestCache", "MemoryDigestCache", "check"]
 
 NAME = "changes"
 ABSENT = "absent"
@@ -88,8 +96,10 @@ def check(
     head_commit: str | None,
     claims: Sequence[ClaimedChange],
     repo_config: RepositoryConfig,
+    *,
+    cache: BlobDigestCache | None = None,
 ) -> CheckResult:
-    """Hold the claimed changes against the repository."""
+    """Hold the claimed changes against the repository; `cache` spares re-reading blobs."""
     # 1. Open the repository and resolve the commits.
     try:
         repo = Repository(repo_path)
@@ -97,7 +107,7 @@ def check(
         return CheckResult.error(NAME, "change.repo_unavailable", str(exc))
     with repo:
         try:
-            return _check(repo, base_commit, head_commit, claims, repo_config)
+            return _check(repo, base_commit, head_commit, claims, repo_config, cache)
         except InfrastructureError as exc:  # git failed or timed out half-way
             return CheckResult.error(NAME, "change.git_failed", str(exc))
 
@@ -108,6 +118,7 @@ def _check(
     head_commit: str | None,
     claims: Sequence[ClaimedChange],
     repo_config: RepositoryConfig,
+    cache: BlobDigestCache | None,
 ) -> CheckResult:
     """Steps 1 to 5 on an open repository."""
     base = repo.resolve_commit(base_commit)
@@ -133,7 +144,7 @@ def _check(
                 found=ABSENT,
             )
             return CheckResult.from_findings(NAME, [finding], {"mode": "commit"})
-    return _compare(repo, base, head, claims, repo_config)
+    return _compare(repo, base, head, claims, repo_config, cache)
 
 
 def _untrusted_base(repo: Repository, base: str, trusted_ref: str) -> CheckResult | None:
@@ -166,6 +177,7 @@ def _compare(
     head: str | None,
     claims: Sequence[ClaimedChange],
     repo_config: RepositoryConfig,
+    cache: BlobDigestCache | None,
 ) -> CheckResult:
     findings: list[Finding] = []
     # 2. Vet every claim before touching a file.
@@ -210,7 +222,8 @@ def _compare(
 
     # 4. Hash each claim at base and head; every claimed blob is read in one batch.
     paths = [claim.path for claim in safe]
-    digests = repo.blob_sha256s([*_file_blobs(base_tree, paths), *_file_blobs(head_tree, paths)])
+    blobs = [*_file_blobs(base_tree, paths), *_file_blobs(head_tree, paths)]
+    digests = repo.blob_sha256s(blobs, cache=cache)
     base_side = Side("base commit", base_tree, repo, digests)
     if head_tree is None:
         head_side = Side("working tree", None, repo, visible=visible)
