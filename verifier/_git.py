@@ -26,10 +26,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import signal
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -49,7 +51,8 @@ CHUNK = 1 << 20
 #: `Git.blob_sha256s` splits at least this many blobs between this many processes.
 BATCH_SPLIT_MIN = 64
 BATCH_PROCESSES = 2
-_HEX = frozenset("0123456789abcdef")
+_OBJECT_ID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 _Stream = int | IO[bytes]
 
 
@@ -62,11 +65,11 @@ def git_environment() -> dict[str, str]:
 
 def is_object_id(text: str) -> bool:
     """Whether `text` is a full object id as git prints it: SHA-1 (40) or SHA-256 (64) hex."""
-    return len(text) in (40, 64) and _HEX.issuperset(text)
+    return _OBJECT_ID.fullmatch(text) is not None
 
 
 def _is_sha256(text: str) -> bool:
-    return len(text) == 64 and _HEX.issuperset(text)
+    return _SHA256.fullmatch(text) is not None
 
 
 class BlobDigestCache(Protocol):
@@ -123,6 +126,13 @@ def remember_digests(cache: BlobDigestCache | None, digests: Mapping[str, str]) 
         cache.put_many(kept)
 
 
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """Kill git and whatever it started (its process group), if git still runs."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
 class _Watchdog:
     """Kills a process's whole group when `timeout_s` runs out; says whether it did."""
 
@@ -135,13 +145,10 @@ class _Watchdog:
 
     def _kill(self) -> None:
         self.fired = True
-        self.kill()
+        _kill_group(self.proc)
 
     def kill(self) -> None:
-        """Kill git and whatever it started, if still running."""
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
+        _kill_group(self.proc)
 
     def cancel(self) -> None:
         self._timer.cancel()
@@ -189,53 +196,103 @@ class Git:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
-        watchdog = _Watchdog(proc, self.timeout_s)
         try:
-            out, err = proc.communicate(stdin)
+            out, err = proc.communicate(stdin, timeout=self.timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            proc.communicate()
+            raise self._timed_out(args[0]) from None
         finally:
-            watchdog.cancel()
-            watchdog.kill()
+            _kill_group(proc)  # an exception half-way: git must not outlive the call
             proc.wait()
-        if watchdog.fired:
-            raise self._timed_out(args[0])
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
     def run(self, *args: str, stdin: bytes | None = None) -> bytes:
         """stdout of ``git args``; raises `error` when git fails."""
         done = self.call(*args, stdin=stdin)
         if done.returncode != 0:
-            stderr = done.stderr.decode("utf-8", "replace").strip()
-            raise self.error(
-                f"git {args[0]} failed in {str(self.cwd)!r} (exit {done.returncode}): {stderr}"
-            )
+            raise self._failed(args[0], done.returncode, done.stderr)
         return done.stdout
+
+    def _failed(self, what: str, code: int, stderr: bytes) -> InfrastructureError:
+        shown = stderr.decode("utf-8", "replace").strip()
+        return self.error(f"git {what} failed in {str(self.cwd)!r} (exit {code}): {shown}")
+
+    def run_many(self, *commands: Sequence[str]) -> list[bytes]:
+        """stdout of each git command, run at the same time; raises `error` if any fails.
+
+        Commands whose output needs no input (two ``ls-tree``, say): started
+        together, they overlap on two cores, and the timeout covers them all.
+        """
+        procs: list[subprocess.Popen[bytes]] = []
+        try:
+            for args in commands:
+                procs.append(
+                    self._spawn(
+                        args,
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE,
+                    )
+                )
+            deadline = time.monotonic() + self.timeout_s
+            outputs: list[bytes] = []
+            for args, proc in zip(commands, procs, strict=True):
+                try:
+                    out, err = proc.communicate(timeout=max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    raise self._timed_out(args[0]) from None
+                if proc.returncode != 0:
+                    raise self._failed(args[0], proc.returncode, err)
+                outputs.append(out)
+            return outputs
+        finally:
+            for proc in procs:
+                _kill_group(proc)
+                proc.communicate()
 
     def cat_file(self, ids: Sequence[str]) -> CatFile:
         """A ``git cat-file --batch`` that will give the blobs `ids`, in that order."""
         return CatFile(self, ids)
 
     def blob_sha256s(
-        self, shas: Collection[str], *, cache: BlobDigestCache | None = None
+        self, *runs: Sequence[str], cache: BlobDigestCache | None = None
     ) -> dict[str, str]:
         """The SHA-256 of each blob's raw bytes: blob id -> hex digest.
 
-        Blobs `cache` knows are not read; the others are read in one batch and
-        handed to `cache`. Many blobs are split between `BATCH_PROCESSES` such
-        batches read by as many threads, since git inflates and we hash in
-        parallel (hashlib and pipe reads release the GIL).
+        Each of `runs` lists blob ids in a tree's path order (the claimed files
+        at base, say, then at head). Blobs `cache` knows are not read; the others
+        are read by ``git cat-file --batch`` in that order (a tree's blobs lie
+        together in a pack; sorted by id, every read would seek) and handed to
+        `cache`. From `BATCH_SPLIT_MIN` blobs on, they are split between
+        `BATCH_PROCESSES` batches read by as many threads, since git inflates and
+        we hash in parallel (hashlib and pipe reads release the GIL): batch i
+        takes the i-th slice of every run, so a file's versions, which a pack
+        stores as deltas of one another, are inflated by the same git.
         """
-        digests = cached_digests(cache, shas)
-        wanted = sorted(set(shas) - digests.keys())
-        if not wanted:
+        digests = cached_digests(cache, [sha for run in runs for sha in run])
+        todo = [[sha for sha in run if sha not in digests] for run in runs]
+        total = sum(map(len, todo))
+        if total == 0:
             return digests
-        if len(wanted) < BATCH_SPLIT_MIN:
-            computed = self._hash_batch(wanted)
+        processes = 1 if total < BATCH_SPLIT_MIN else BATCH_PROCESSES
+        parts: list[list[str]] = [[] for _ in range(processes)]
+        for run in todo:
+            step = -(-len(run) // processes)
+            for i, part in enumerate(parts):
+                part.extend(run[i * step : (i + 1) * step])
+        # Each id once, in the first batch that lists it.
+        seen: set[str] = set()
+        for part in parts:
+            part[:] = [sha for sha in dict.fromkeys(part) if sha not in seen]
+            seen.update(part)
+        computed: dict[str, str] = {}
+        if processes == 1:
+            computed = self._hash_batch(parts[0])
         else:
-            parts = [wanted[i::BATCH_PROCESSES] for i in range(BATCH_PROCESSES)]
-            computed = {}
-            with ThreadPoolExecutor(BATCH_PROCESSES, thread_name_prefix="cat-file") as pool:
-                for part in pool.map(self._hash_batch, parts):
-                    computed.update(part)
+            with ThreadPoolExecutor(processes, thread_name_prefix="cat-file") as pool:
+                for part_digests in pool.map(self._hash_batch, parts):
+                    computed.update(part_digests)
         remember_digests(cache, computed)
         digests.update(computed)
         return digests

@@ -20,23 +20,25 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import string
 import subprocess
-from collections.abc import Collection
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import git
 
-from verifier._git import BlobDigestCache, Git
+from verifier._git import BlobDigestCache, Git, is_object_id
 from verifier.errors import InfrastructureError
 from verifier.paths import UnsafeFile, hash_in_root
 
 MODE_LINK = "120000"
 
 
-@dataclass(frozen=True, slots=True)
-class TreeEntry:
+class TreeEntry(NamedTuple):
+    """One entry of a tree: its mode (``100644``...) and object id."""
+
     mode: str
     sha: str
 
@@ -47,6 +49,25 @@ class TreeEntry:
     @property
     def is_file(self) -> bool:
         return self.mode.startswith("100")
+
+
+def changed_between(base: Mapping[str, TreeEntry], head: Mapping[str, TreeEntry]) -> set[str]:
+    """Paths whose content or mode differs between two trees (``git diff-tree -r`` would name)."""
+    return {path for path in base.keys() | head.keys() if base.get(path) != head.get(path)}
+
+
+_TREE_RECORD = re.compile(rb"([0-7]+) [a-z]+ ([0-9a-f]+)\t([^\0]*)\0")
+
+
+def _parse_tree(listing: bytes) -> dict[str, TreeEntry]:
+    """``git ls-tree -r -z`` output as path -> entry (one regex pass: 1,000s of entries)."""
+    records = _TREE_RECORD.findall(listing)
+    if len(records) != listing.count(b"\0"):  # never skip an entry we could not read
+        raise InfrastructureError("git ls-tree: output in an unexpected format")
+    return {
+        _decode(path): TreeEntry(mode.decode("ascii"), sha.decode("ascii"))
+        for mode, sha, path in records
+    }
 
 
 def _decode(raw: bytes) -> str:
@@ -86,30 +107,45 @@ class Repository:
         return self._git.call(*args, stdin=stdin)
 
     def resolve_commit(self, rev: str) -> str | None:
-        """The full hash of the one commit whose hash starts with `rev`, or None.
+        """The full hash of the one commit whose hash starts with `rev`, or None."""
+        return self.resolve_commits(rev)[0]
 
-        Only object names are considered: a branch or tag named like a hash is not
-        the commit that hash names.
+    def resolve_commits(self, *revs: str | None) -> list[str | None]:
+        """For each of `revs`, the full hash of the one commit whose hash starts with it.
+
+        None where there is no such commit, or several, or the rev is None. Only
+        object names are considered: a branch or tag named like a hash is not the
+        commit that hash names. A full-length hash is checked as it is; a shorter
+        one is expanded by ``rev-parse --disambiguate``; then one
+        ``cat-file --batch-check`` tells the kind of every candidate.
         """
-        prefix = rev.lower()
-        if not 4 <= len(prefix) <= 64 or prefix.strip(string.hexdigits):
-            return None
-        try:
-            out = self._run("rev-parse", f"--disambiguate={prefix}")
-        except InfrastructureError:
-            return None
-        candidates = out.decode("ascii", "replace").split()
-        if not candidates:
-            return None
+        candidates: list[list[str]] = []
+        for rev in revs:
+            prefix = (rev or "").lower()
+            if not 4 <= len(prefix) <= 64 or prefix.strip(string.hexdigits):
+                candidates.append([])
+            elif is_object_id(prefix):
+                candidates.append([prefix])
+            else:
+                done = self._call("rev-parse", f"--disambiguate={prefix}")
+                names = done.stdout.decode("ascii", "replace").split()
+                candidates.append(names if done.returncode == 0 else [])
+        asked = [name for names in candidates for name in names]
+        if not asked:
+            return [None] * len(revs)
         kinds = self._run(
             "cat-file", "--batch-check=%(objectname) %(objecttype)",
-            stdin="".join(f"{c}\n" for c in candidates).encode("ascii"),
-        )  # fmt: skip
-        commits = [
-            name for name, _, kind in (line.partition(" ") for line in kinds.decode().splitlines())
-            if kind == "commit"
-        ]  # fmt: skip
-        return commits[0] if len(commits) == 1 else None
+            stdin="".join(f"{name}\n" for name in asked).encode("ascii"),
+        ).decode("ascii", "replace").splitlines()  # fmt: skip
+        # An answer counts only for the very name asked: not for a ref that name resolved to.
+        commits = {
+            name for name, line in zip(asked, kinds, strict=True) if line == f"{name} commit"
+        }
+        resolved: list[str | None] = []
+        for names in candidates:
+            found = [name for name in names if name in commits]
+            resolved.append(found[0] if len(found) == 1 else None)
+        return resolved
 
     def resolve_ref(self, ref: str) -> str | None:
         """The commit a ref of our configuration names (``refs/remotes/origin/main``), or None."""
@@ -130,26 +166,18 @@ class Repository:
 
     def tree(self, commit: str) -> dict[str, TreeEntry]:
         """Every entry of the commit's tree, recursively: path -> (mode, blob sha)."""
-        out = self._run("ls-tree", "-r", "-z", "--full-tree", commit)
-        entries: dict[str, TreeEntry] = {}
-        for record in out.split(b"\0"):
-            if not record:
-                continue
-            meta, _, path = record.partition(b"\t")
-            mode, _kind, sha = meta.split(b" ")
-            entries[_decode(path)] = TreeEntry(mode.decode(), sha.decode())
-        return entries
+        return self.trees(commit)[0]
+
+    def trees(self, *commits: str) -> list[dict[str, TreeEntry]]:
+        """`tree` of each commit, their ``git ls-tree`` run at the same time."""
+        outs = self._git.run_many(*(("ls-tree", "-r", "-z", "--full-tree", c) for c in commits))
+        return [_parse_tree(out) for out in outs]
 
     def blob_sha256s(
-        self, shas: Collection[str], *, cache: BlobDigestCache | None = None
+        self, *runs: Sequence[str], cache: BlobDigestCache | None = None
     ) -> dict[str, str]:
         """The SHA-256 of each blob's raw bytes: blob sha -> hex digest (`Git.blob_sha256s`)."""
-        return self._git.blob_sha256s(shas, cache=cache)
-
-    def changed_between(self, base: str, head: str) -> set[str]:
-        """Paths whose content or mode differs between two commits."""
-        out = self._run("diff-tree", "-r", "-z", "--no-renames", "--name-only", base, head)
-        return {_decode(p) for p in out.split(b"\0") if p}
+        return self._git.blob_sha256s(*runs, cache=cache)
 
     def changed_in_worktree(self, base_tree: dict[str, TreeEntry], visible: set[str]) -> set[str]:
         """Paths git would see as changed from the base tree in the working tree.

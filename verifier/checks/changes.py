@@ -32,7 +32,7 @@ from verifier.contract import ClaimedChange
 from verifier.errors import InfrastructureError
 from verifier.findings import CheckResult
 from verifier.paths import UnsafeFile, glob_matches, hash_in_root, unicode_variant, unsafe_reason
-from verifier.repository import Repository, TreeEntry
+from verifier.repository import Repository, TreeEntry, changed_between
 
 __all__ = ["NAME", "BlobDigestCache", "MemoryDigestCache", "check"]
 
@@ -121,7 +121,7 @@ def _check(
     cache: BlobDigestCache | None,
 ) -> CheckResult:
     """Steps 1 to 5 on an open repository."""
-    base = repo.resolve_commit(base_commit)
+    base, head = repo.resolve_commits(base_commit, head_commit)
     if base is None:
         return CheckResult.error(
             NAME,
@@ -133,17 +133,14 @@ def _check(
         untrusted = _untrusted_base(repo, base, repo_config.trusted_ref)
         if untrusted is not None:
             return untrusted
-    head = None
-    if head_commit is not None:
-        head = repo.resolve_commit(head_commit)
-        if head is None:
-            finding = Finding(
-                "change.head_missing",
-                f"head commit {head_commit} does not exist in the repository",
-                expected=head_commit,
-                found=ABSENT,
-            )
-            return CheckResult.from_findings(NAME, [finding], {"mode": "commit"})
+    if head_commit is not None and head is None:
+        finding = Finding(
+            "change.head_missing",
+            f"head commit {head_commit} does not exist in the repository",
+            expected=head_commit,
+            found=ABSENT,
+        )
+        return CheckResult.from_findings(NAME, [finding], {"mode": "commit"})
     return _compare(repo, base, head, claims, repo_config, cache)
 
 
@@ -210,20 +207,21 @@ def _compare(
         safe.append(claim)
 
     # 3. What git sees as changed from base to head.
-    base_tree = repo.tree(base)
     visible: set[str] = set()
+    head_tree: dict[str, TreeEntry] | None
     if head is None:
-        head_tree = None
+        base_tree, head_tree = repo.tree(base), None
         visible = repo.worktree_paths()
         changed = repo.changed_in_worktree(base_tree, visible)
     else:
-        head_tree = repo.tree(head)
-        changed = repo.changed_between(base, head)
+        base_tree, head_tree = repo.trees(base, head)
+        changed = changed_between(base_tree, head_tree)
 
     # 4. Hash each claim at base and head; every claimed blob is read in one batch.
     paths = [claim.path for claim in safe]
-    blobs = [*_file_blobs(base_tree, paths), *_file_blobs(head_tree, paths)]
-    digests = repo.blob_sha256s(blobs, cache=cache)
+    digests = repo.blob_sha256s(
+        list(_file_blobs(base_tree, paths)), list(_file_blobs(head_tree, paths)), cache=cache
+    )
     base_side = Side("base commit", base_tree, repo, digests)
     if head_tree is None:
         head_side = Side("working tree", None, repo, visible=visible)
