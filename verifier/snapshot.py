@@ -171,7 +171,7 @@ def _copy_commit(repo: Git, commit: str, writer: _Writer, cache: BlobDigestCache
         for oid, file_mode, rel in files:
             size = batch.header(oid)
             digest = writer.write_file(
-                rel, file_mode, size, partial(batch.stream, oid), known.get(oid)
+                rel, file_mode, size, partial(batch.stream, oid), known.get(oid), drain=True
             )
             if digest is not None and oid not in known:
                 learned[oid] = digest
@@ -271,14 +271,22 @@ class _Writer:
             self._folders.add(parent)
 
     def write_file(
-        self, rel: str, mode: int, size: int, fill: _Filler, sha256: str | None = None
+        self,
+        rel: str,
+        mode: int,
+        size: int,
+        fill: _Filler,
+        sha256: str | None = None,
+        *,
+        drain: bool = False,
     ) -> str | None:
         """Write `size` bytes from `fill` at `rel`; the file's SHA-256, None when skipped.
 
         `rel` has passed `unsafe_reason`. The cap is checked with `size` before
-        anything is written, and again with what was really written. A skipped
-        file's bytes are still drained from `fill`. `sha256`, when known, is
-        taken instead of hashing.
+        anything is written, and again with what was really written. With
+        `drain`, a skipped file's bytes are still read from `fill` (a batch
+        reader must move on to the next record). `sha256`, when known, is taken
+        instead of hashing.
         """
         if self.max_bytes is not None and self.bytes + size > self.max_bytes:
             raise self._over()
@@ -289,11 +297,13 @@ class _Writer:
                 target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
             )
         except (FileExistsError, NotADirectoryError) as exc:
-            fill(_discard)
+            if drain:
+                fill(_discard)
             self.skip(rel, f"clashes with another path of the copy: {exc.strerror}")
             return None
         except OSError as exc:  # a name too long for this file system, say
-            fill(_discard)
+            if drain:
+                fill(_discard)
             self.skip(rel, f"cannot be created here: {exc.strerror}")
             return None
         try:
