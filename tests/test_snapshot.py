@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from gitrepo import GitRepo
 
+from verifier._git import MemoryDigestCache
 from verifier.errors import InfrastructureError
-from verifier.snapshot import SnapshotError, materialize
+from verifier.snapshot import SnapshotError, materialize, temp_parent
 
 
 def _files(root: Path) -> dict[str, bytes | str]:
@@ -228,3 +229,80 @@ def test_a_committed_name_too_long_for_this_file_system_is_skipped(tmp_path: Pat
     assert [s.path for s in info.skipped] == [long_name]
     assert (tmp_path / "copy" / "ok.txt").exists()
     assert info.digests["ok.txt"] == hashlib.sha256(b"").hexdigest()
+
+
+def _commit_tree(repo: GitRepo, entries: list[tuple[str, str, str]]) -> str:
+    """A commit of a tree made by hand from (mode, blob, name): names git would refuse."""
+    listing = "".join(f"{mode} blob {blob}\t{name}\x00" for mode, blob, name in entries)
+    tree = (
+        subprocess.run(
+            ["git", "mktree", "-z"], cwd=repo.path, check=True, capture_output=True,
+            input=listing.encode(),
+        )
+        .stdout.decode()
+        .strip()
+    )  # fmt: skip
+    return repo.git("commit-tree", tree, "-m", "by hand")
+
+
+def test_a_tree_naming_git_storage_or_parent_folders_is_not_copied_there(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "r")
+    repo.commit({"a.txt": "a\n"})
+    hook = repo.git("hash-object", "-w", "--stdin")  # the empty blob
+    entries = [("100755", hook, ".GIT"), ("100644", hook, ".."), ("100644", hook, "ok.txt")]
+    info = materialize(repo.path, _commit_tree(repo, entries), tmp_path / "out" / "copy")
+    assert sorted(os.listdir(tmp_path / "out")) == ["copy"]
+    assert _files(tmp_path / "out" / "copy") == {"ok.txt": b""}
+    reasons = {s.path: s.reason for s in info.skipped}
+    assert reasons == {
+        ".GIT": "not a plain relative path: the path is inside a '.git' folder, which is git's, "
+        "not the repository's",
+        "..": "not a plain relative path: the path has a '..' segment",
+    }
+
+
+def test_a_link_target_longer_than_any_path_is_skipped(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "r")
+    repo.commit({"a.txt": "a\n"})
+    target = subprocess.run(
+        ["git", "hash-object", "-w", "--stdin"], cwd=repo.path, check=True,
+        capture_output=True, input=b"x/" * 5000,
+    ).stdout.decode().strip()  # fmt: skip
+    plain = repo.git("rev-parse", "HEAD:a.txt")
+    commit = _commit_tree(repo, [("120000", target, "link"), ("100644", plain, "a.txt")])
+    info = materialize(repo.path, commit, tmp_path / "copy")
+    assert _files(tmp_path / "copy") == {"a.txt": b"a\n"}
+    assert [(s.path, s.reason) for s in info.skipped] == [
+        ("link", "link target longer than any path")
+    ]
+
+
+@pytest.mark.parametrize("mode", ["commit", "worktree"])
+def test_the_size_cap_stops_before_the_file_that_crosses_it(
+    repo: GitRepo, tmp_path: Path, mode: str
+) -> None:
+    commit = repo.commit({"a.txt": "a" * 10, "b.txt": "b" * 100, "c.txt": "c"})
+    with pytest.raises(SnapshotError, match="over 50 bytes"):
+        materialize(
+            repo.path, commit if mode == "commit" else None, tmp_path / "copy", max_bytes=50
+        )
+    assert _files(tmp_path / "copy") == {"a.txt": b"a" * 10}  # b.txt never written
+
+
+def test_digests_come_from_the_cache_and_new_ones_go_into_it(repo: GitRepo, tmp_path: Path) -> None:
+    commit = repo.commit({"a.txt": "a\n", "b.txt": "b\n"})
+    a, b = repo.git("rev-parse", f"{commit}:a.txt"), repo.git("rev-parse", f"{commit}:b.txt")
+    cache = MemoryDigestCache()
+    cache.digests[a] = "1" * 64  # what the changes check would have put there
+    info = materialize(repo.path, commit, tmp_path / "copy", cache=cache)
+    assert info.digests == {"a.txt": "1" * 64, "b.txt": hashlib.sha256(b"b\n").hexdigest()}
+    assert cache.digests == {a: "1" * 64, b: hashlib.sha256(b"b\n").hexdigest()}
+    assert _files(tmp_path / "copy") == {"a.txt": b"a\n", "b.txt": b"b\n"}
+
+
+def test_temp_parent_picks_a_memory_folder_only_when_it_has_room(tmp_path: Path) -> None:
+    assert temp_parent(shm=tmp_path / "missing") is None
+    assert temp_parent(0, shm=tmp_path) == tmp_path
+    assert temp_parent(1 << 60, shm=tmp_path) is None  # an exabyte: no room anywhere
+    (tmp_path / "link").symlink_to(tmp_path)
+    assert temp_parent(0, shm=tmp_path / "link") is None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import stat
 import unicodedata
 from collections.abc import Collection
@@ -12,6 +11,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import BinaryIO
+
+import pathspec
 
 _CHUNK = 1 << 20
 
@@ -54,31 +55,22 @@ def unicode_variant(path: str, existing: Collection[str]) -> str | None:
 
 
 def glob_matches(pattern: str, path: str) -> bool:
-    """Match `path` against a glob where ``**`` spans folders and ``*`` does not."""
-    return _glob_regex(pattern).fullmatch(path) is not None
+    """Whether `path` matches the protected-path `pattern`, with git's wildmatch rules.
+
+    As in ``.gitignore``: ``*`` and ``?`` stop at ``/``, ``**`` spans folders,
+    ``[...]`` is a class, a pattern ending in ``/`` names a folder and all under
+    it, and a pattern with no ``/`` other than a trailing one (``conftest.py``) matches
+    at any depth (``a/b/conftest.py``); a leading ``/`` anchors it at the root.
+    Each pattern stands alone: a leading ``!`` or ``#`` is taken literally, never
+    as a negation or a comment, so no entry can un-protect a path.
+    """
+    return _glob_spec(pattern).match_file(path)
 
 
 @cache
-def _glob_regex(pattern: str) -> re.Pattern[str]:
-    out = []
-    i = 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    return re.compile("".join(out), re.DOTALL)
+def _glob_spec(pattern: str) -> pathspec.GitIgnoreSpec:
+    literal = "\\" + pattern if pattern.startswith(("!", "#")) else pattern
+    return pathspec.GitIgnoreSpec.from_lines([literal])
 
 
 class UnsafeFile(Exception):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -183,7 +183,7 @@ class _Database:
         if store is not None:
             store.ingest(report)
 
-    def get_many(self, blob_ids: Sequence[str]) -> dict[str, str]:
+    def get_many(self, blob_ids: Collection[str]) -> dict[str, str]:
         if len(blob_ids) < DIGEST_CACHE_MIN:
             return {}
         store = self.store()

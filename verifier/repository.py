@@ -1,12 +1,10 @@
 """Read-only access to a git repository: GitPython opens it, plumbing reads it.
 
-The repository is the agent's work, so it is read as untrusted data:
+The repository is the agent's work, so it is read as untrusted data. Every git
+command goes through `verifier._git` (argument list, timeout that kills, no
+inherited ``GIT_*``, ``GIT_OPTIONAL_LOCKS=0``, no replace refs, the
+repository's configuration denied the programs it could start). Besides:
 
-* git runs plumbing only, with ``GIT_OPTIONAL_LOCKS=0`` (no index refresh, nothing
-  written), a timeout, no inherited ``GIT_*`` variable (``GIT_DIR`` or
-  ``GIT_INDEX_FILE`` would point it elsewhere), no replace refs
-  (``refs/replace`` would swap the commit we check), and the repository's own
-  configuration denied the programs it could start (``core.fsmonitor``);
 * the working tree is compared with the base commit by hashing its files
   ourselves, as git blobs of their raw bytes, never through the index: index
   flags (``--assume-unchanged``, ``--skip-worktree``) and clean filters would
@@ -22,30 +20,25 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import string
 import subprocess
-import tempfile
-import threading
-from collections.abc import Collection, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO
+from typing import NamedTuple
 
 import git
 
+from verifier._git import BlobDigestCache, Git, is_object_id
 from verifier.errors import InfrastructureError
 from verifier.paths import UnsafeFile, hash_in_root
 
 MODE_LINK = "120000"
-_CHUNK = 1 << 20
-#: `Repository.blob_sha256s` splits at least this many blobs between this many processes.
-BATCH_SPLIT_MIN = 64
-BATCH_PROCESSES = 2
 
 
-@dataclass(frozen=True, slots=True)
-class TreeEntry:
+class TreeEntry(NamedTuple):
+    """One entry of a tree: its mode (``100644``...) and object id."""
+
     mode: str
     sha: str
 
@@ -58,44 +51,27 @@ class TreeEntry:
         return self.mode.startswith("100")
 
 
-GIT_TIMEOUT_S = 120.0
-# `-c` settings that outrank the repository's own configuration.
-SAFE_CONFIG = (
-    "-c", "core.quotepath=false",
-    "-c", "core.fsmonitor=false",
-    "-c", "core.untrackedCache=false",
-)  # fmt: skip
+def changed_between(base: Mapping[str, TreeEntry], head: Mapping[str, TreeEntry]) -> set[str]:
+    """Paths whose content or mode differs between two trees (``git diff-tree -r`` would name)."""
+    return {path for path in base.keys() | head.keys() if base.get(path) != head.get(path)}
 
 
-def git_environment() -> dict[str, str]:
-    """Our environment for git: no inherited ``GIT_*``, no replace refs, no prompts."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0", GIT_NO_REPLACE_OBJECTS="1")
-    return env
+_TREE_RECORD = re.compile(rb"([0-7]+) [a-z]+ ([0-9a-f]+)\t([^\0]*)\0")
+
+
+def _parse_tree(listing: bytes) -> dict[str, TreeEntry]:
+    """``git ls-tree -r -z`` output as path -> entry (one regex pass: 1,000s of entries)."""
+    records = _TREE_RECORD.findall(listing)
+    if len(records) != listing.count(b"\0"):  # never skip an entry we could not read
+        raise InfrastructureError("git ls-tree: output in an unexpected format")
+    return {
+        _decode(path): TreeEntry(mode.decode("ascii"), sha.decode("ascii"))
+        for mode, sha, path in records
+    }
 
 
 def _decode(raw: bytes) -> str:
     return raw.decode("utf-8", "backslashreplace")
-
-
-def _stream_sha256(out: IO[bytes], sha: str) -> str:
-    """Read one ``cat-file --batch`` record for `sha` from `out` and hash its contents."""
-    header = out.readline().split()
-    if header[1:] == [b"missing"]:
-        raise InfrastructureError(f"git cat-file: object {sha} is missing from the repository")
-    if len(header) != 3 or header[0].decode("ascii", "replace") != sha:
-        shown = b" ".join(header).decode("utf-8", "replace") or "end of output"
-        raise InfrastructureError(f"git cat-file: expected object {sha}, got {shown!r}")
-    digest = hashlib.sha256()
-    remaining = int(header[2])
-    while remaining:
-        chunk = out.read(min(remaining, _CHUNK))
-        if not chunk:
-            raise InfrastructureError(f"git cat-file: object {sha} is cut short")
-        digest.update(chunk)
-        remaining -= len(chunk)
-    out.read(1)  # the newline that ends the record
-    return digest.hexdigest()
 
 
 class Repository:
@@ -111,7 +87,7 @@ class Repository:
         if self._repo.bare:
             raise InfrastructureError(f"{str(path)!r} is a bare repository: no working tree")
         self.root = Path(self._repo.working_tree_dir or path).resolve()
-        self._env = git_environment()
+        self._git = Git(self.root)
         # SHA-256 of the regular files `changed_in_worktree` read, so none is read twice.
         self.worktree_sha256: dict[str, str] = {}
 
@@ -125,54 +101,51 @@ class Repository:
         self.close()
 
     def _run(self, *args: str, stdin: bytes | None = None) -> bytes:
-        done = self._call(*args, stdin=stdin)
-        if done.returncode != 0:
-            error = done.stderr.decode("utf-8", "replace").strip()
-            raise InfrastructureError(f"git {args[0]} failed: {error}")
-        return done.stdout
+        return self._git.run(*args, stdin=stdin)
 
     def _call(self, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-        try:
-            done = subprocess.run(
-                ["git", *SAFE_CONFIG, *args],
-                cwd=self.root,
-                env=self._env,
-                input=stdin,
-                capture_output=True,
-                timeout=GIT_TIMEOUT_S,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            raise InfrastructureError(f"git {args[0]} took over {GIT_TIMEOUT_S:g}s") from None
-        except OSError as exc:
-            raise InfrastructureError(f"cannot run git: {exc}") from None
-        return done
+        return self._git.call(*args, stdin=stdin)
 
     def resolve_commit(self, rev: str) -> str | None:
-        """The full hash of the one commit whose hash starts with `rev`, or None.
+        """The full hash of the one commit whose hash starts with `rev`, or None."""
+        return self.resolve_commits(rev)[0]
 
-        Only object names are considered: a branch or tag named like a hash is not
-        the commit that hash names.
+    def resolve_commits(self, *revs: str | None) -> list[str | None]:
+        """For each of `revs`, the full hash of the one commit whose hash starts with it.
+
+        None where there is no such commit, or several, or the rev is None. Only
+        object names are considered: a branch or tag named like a hash is not the
+        commit that hash names. A full-length hash is checked as it is; a shorter
+        one is expanded by ``rev-parse --disambiguate``; then one
+        ``cat-file --batch-check`` tells the kind of every candidate.
         """
-        prefix = rev.lower()
-        if not 4 <= len(prefix) <= 64 or prefix.strip(string.hexdigits):
-            return None
-        try:
-            out = self._run("rev-parse", f"--disambiguate={prefix}")
-        except InfrastructureError:
-            return None
-        candidates = out.decode("ascii", "replace").split()
-        if not candidates:
-            return None
+        candidates: list[list[str]] = []
+        for rev in revs:
+            prefix = (rev or "").lower()
+            if not 4 <= len(prefix) <= 64 or prefix.strip(string.hexdigits):
+                candidates.append([])
+            elif is_object_id(prefix):
+                candidates.append([prefix])
+            else:
+                done = self._call("rev-parse", f"--disambiguate={prefix}")
+                names = done.stdout.decode("ascii", "replace").split()
+                candidates.append(names if done.returncode == 0 else [])
+        asked = [name for names in candidates for name in names]
+        if not asked:
+            return [None] * len(revs)
         kinds = self._run(
             "cat-file", "--batch-check=%(objectname) %(objecttype)",
-            stdin="".join(f"{c}\n" for c in candidates).encode("ascii"),
-        )  # fmt: skip
-        commits = [
-            name for name, _, kind in (line.partition(" ") for line in kinds.decode().splitlines())
-            if kind == "commit"
-        ]  # fmt: skip
-        return commits[0] if len(commits) == 1 else None
+            stdin="".join(f"{name}\n" for name in asked).encode("ascii"),
+        ).decode("ascii", "replace").splitlines()  # fmt: skip
+        # An answer counts only for the very name asked: not for a ref that name resolved to.
+        commits = {
+            name for name, line in zip(asked, kinds, strict=True) if line == f"{name} commit"
+        }
+        resolved: list[str | None] = []
+        for names in candidates:
+            found = [name for name in names if name in commits]
+            resolved.append(found[0] if len(found) == 1 else None)
+        return resolved
 
     def resolve_ref(self, ref: str) -> str | None:
         """The commit a ref of our configuration names (``refs/remotes/origin/main``), or None."""
@@ -193,64 +166,18 @@ class Repository:
 
     def tree(self, commit: str) -> dict[str, TreeEntry]:
         """Every entry of the commit's tree, recursively: path -> (mode, blob sha)."""
-        out = self._run("ls-tree", "-r", "-z", "--full-tree", commit)
-        entries: dict[str, TreeEntry] = {}
-        for record in out.split(b"\0"):
-            if not record:
-                continue
-            meta, _, path = record.partition(b"\t")
-            mode, _kind, sha = meta.split(b" ")
-            entries[_decode(path)] = TreeEntry(mode.decode(), sha.decode())
-        return entries
+        return self.trees(commit)[0]
 
-    def blob_sha256s(self, shas: Collection[str]) -> dict[str, str]:
-        """The SHA-256 of each blob's raw bytes: blob sha -> hex digest.
+    def trees(self, *commits: str) -> list[dict[str, TreeEntry]]:
+        """`tree` of each commit, their ``git ls-tree`` run at the same time."""
+        outs = self._git.run_many(*(("ls-tree", "-r", "-z", "--full-tree", c) for c in commits))
+        return [_parse_tree(out) for out in outs]
 
-        ``git cat-file --batch`` reads the blobs, fed all ids at once: a round trip
-        per blob costs more than hashing it. Many blobs are split between
-        `BATCH_PROCESSES` such processes read by as many threads, since git inflates
-        and we hash in parallel (hashlib and pipe reads release the GIL).
-        """
-        wanted = sorted(set(shas))
-        if len(wanted) < BATCH_SPLIT_MIN:
-            return self._cat_file_sha256s(wanted) if wanted else {}
-        parts = [wanted[i::BATCH_PROCESSES] for i in range(BATCH_PROCESSES)]
-        digests: dict[str, str] = {}
-        with ThreadPoolExecutor(BATCH_PROCESSES, thread_name_prefix="cat-file") as pool:
-            for part in pool.map(self._cat_file_sha256s, parts):
-                digests.update(part)
-        return digests
-
-    def _cat_file_sha256s(self, wanted: Sequence[str]) -> dict[str, str]:
-        """Hash `wanted` blobs through one ``git cat-file --batch``, as they stream."""
-        with tempfile.TemporaryFile() as ids, tempfile.TemporaryFile() as errors:
-            ids.write("".join(f"{sha}\n" for sha in wanted).encode("ascii"))
-            ids.seek(0)
-            proc = subprocess.Popen(
-                ["git", *SAFE_CONFIG, "cat-file", "--batch"],
-                cwd=self.root,
-                env=self._env,
-                stdin=ids,
-                stdout=subprocess.PIPE,
-                stderr=errors,
-            )
-            watchdog = threading.Timer(GIT_TIMEOUT_S, proc.kill)
-            watchdog.start()
-            assert proc.stdout is not None
-            try:
-                digests = {sha: _stream_sha256(proc.stdout, sha) for sha in wanted}
-            finally:
-                watchdog.cancel()
-                if proc.poll() is None:  # done reading, or stopped early: git must stop too
-                    proc.kill()
-                proc.wait()
-                proc.stdout.close()
-        return digests
-
-    def changed_between(self, base: str, head: str) -> set[str]:
-        """Paths whose content or mode differs between two commits."""
-        out = self._run("diff-tree", "-r", "-z", "--no-renames", "--name-only", base, head)
-        return {_decode(p) for p in out.split(b"\0") if p}
+    def blob_sha256s(
+        self, *runs: Sequence[str], cache: BlobDigestCache | None = None
+    ) -> dict[str, str]:
+        """The SHA-256 of each blob's raw bytes: blob sha -> hex digest (`Git.blob_sha256s`)."""
+        return self._git.blob_sha256s(*runs, cache=cache)
 
     def changed_in_worktree(self, base_tree: dict[str, TreeEntry], visible: set[str]) -> set[str]:
         """Paths git would see as changed from the base tree in the working tree.

@@ -3,21 +3,23 @@
 Two modes, as in the report contract:
 
 * commit mode (`head_commit` given): the blobs of the commit's tree, written
-  byte for byte from `git ls-tree` and `git cat-file --batch`. We do not use
-  `git archive`: it applies `.gitattributes` from the archived tree
-  (`export-ignore` would let a commit hide a test file from the run,
-  `export-subst` rewrites contents) and working-tree filters, so its files are
-  not the committed bytes the changes check hashed.
+  byte for byte from `git ls-tree` and one `git cat-file --batch` fed every
+  blob id at once. We do not use `git archive`: it applies `.gitattributes`
+  from the archived tree (`export-ignore` would let a commit hide a test file
+  from the run, `export-subst` rewrites contents) and working-tree filters, so
+  its files are not the committed bytes the changes check hashed.
 * worktree mode (`head_commit` is None): the tracked files and the untracked
   files that are not ignored, as they are on disk (`git ls-files --cached
   --others --exclude-standard`); a tracked file deleted on disk is not copied.
 
 Regular files keep their permission bits. A symbolic link is copied as a link
 only when, in the copy, it resolves inside the copy; otherwise it is left out
-and recorded in `SnapshotInfo.skipped`. No path outside the repository root is
-ever opened. Every git command runs with `GIT_OPTIONAL_LOCKS=0` (no index
-refresh), no inherited `GIT_*` variable, an argument list, `cwd=` the
-repository and a timeout.
+and recorded in `SnapshotInfo.skipped`. A path that `verifier.paths.unsafe_reason`
+refuses (``..``, a ``.git`` segment...) is left out too. No path outside the
+repository root is ever opened, and the size cap is checked before each file
+is written. Git runs through `verifier._git` (argument list, `cwd=` the
+repository, a timeout that kills, no inherited `GIT_*`, no index refresh).
+`temp_parent` picks a folder in memory for the copy when there is room.
 """
 
 from __future__ import annotations
@@ -25,27 +27,37 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shutil
 import stat
-import subprocess
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import BinaryIO, NoReturn
 
+from verifier._git import (
+    GIT_TIMEOUT_S,
+    BlobDigestCache,
+    Git,
+    cached_digests,
+    remember_digests,
+)
 from verifier.errors import InfrastructureError
-from verifier.repository import SAFE_CONFIG, git_environment
+from verifier.paths import unsafe_reason
 
-__all__ = ["SkippedPath", "SnapshotError", "SnapshotInfo", "materialize"]
+__all__ = ["SkippedPath", "SnapshotError", "SnapshotInfo", "materialize", "temp_parent"]
 
-DEFAULT_GIT_TIMEOUT_S = 120.0
+DEFAULT_GIT_TIMEOUT_S = GIT_TIMEOUT_S
 _HEX = re.compile(r"[0-9a-fA-F]{4,64}")
 _CHUNK = 1 << 20
+_MODE_LINK = "120000"
+# A link target longer than this is not a path (PATH_MAX on Linux): not read into memory.
+_MAX_LINK_TARGET = 4096
+#: Where `temp_parent` looks for a file system in memory.
+SHM = Path("/dev/shm")
+# Room left free in that file system beyond the copy: the tests write there too.
+_SHM_HEADROOM = 256 << 20
 
-# Writes one file's bytes to the open output and returns how many.
-_Copier = Callable[[BinaryIO], int]
+# Streams one file's bytes into the sink it is given; returns how many.
+_Filler = Callable[[Callable[[bytes], object]], int]
 
 
 class SnapshotError(InfrastructureError):
@@ -74,74 +86,114 @@ class SnapshotInfo:
     digests: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
 
+def temp_parent(need_bytes: int | None = None, *, shm: Path = SHM) -> Path | None:
+    """A folder in memory (tmpfs) to hold a copy of up to `need_bytes`, or None.
+
+    Writing 10,000 small files to a disk costs more than reading them from git;
+    in memory it costs little. Pass the result as ``dir=`` of
+    `tempfile.TemporaryDirectory`; None means the system's temp folder. The
+    folder must exist, be writable and keep `need_bytes` (the size cap, say)
+    plus some room free.
+    """
+    try:
+        if not shm.is_dir() or shm.is_symlink() or not os.access(shm, os.W_OK | os.X_OK):
+            return None
+        vfs = os.statvfs(shm)
+    except OSError:
+        return None
+    return shm if vfs.f_bavail * vfs.f_frsize >= (need_bytes or 0) + _SHM_HEADROOM else None
+
+
 def materialize(
     repo_path: Path,
     head_commit: str | None,
     dest: Path,
     *,
-    timeout_s: float = DEFAULT_GIT_TIMEOUT_S,
+    timeout_s: float = GIT_TIMEOUT_S,
     max_bytes: int | None = None,
+    cache: BlobDigestCache | None = None,
 ) -> SnapshotInfo:
     """Copy the state at `head_commit` (or the working tree when None) into `dest`.
 
-    Raises `SnapshotError` when the files add up to more than `max_bytes`.
+    Raises `SnapshotError` when the files add up to more than `max_bytes`,
+    before the file that would cross it is written. `cache` (blob id ->
+    SHA-256, as the changes check fills it) spares hashing the blobs it knows,
+    and learns the others.
     """
-    repo = _Git(repo_path, timeout_s)
+    repo = Git(repo_path, timeout_s=timeout_s, error=SnapshotError)
     writer = _Writer(dest, max_bytes)
     if head_commit is None:
         _copy_worktree(repo, writer)
         commit = None
     else:
         commit = _resolve_commit(repo, head_commit)
-        _copy_commit(repo, commit, writer)
+        _copy_commit(repo, commit, writer, cache)
     return writer.finish("commit" if commit else "worktree", commit)
 
 
-def _resolve_commit(repo: _Git, head_commit: str) -> str:
+def _resolve_commit(repo: Git, head_commit: str) -> str:
     if not _HEX.fullmatch(head_commit):
         raise SnapshotError(f"head commit {head_commit!r} is not a hexadecimal commit id")
-    out = repo.run("rev-parse", "--verify", "--quiet", f"{head_commit}^{{commit}}", check=False)
-    if out is None:
-        raise SnapshotError(f"commit {head_commit} does not exist in repository {str(repo.path)!r}")
-    return out.decode("ascii").strip()
+    done = repo.call("rev-parse", "--verify", "--quiet", f"{head_commit}^{{commit}}")
+    if done.returncode != 0:
+        raise SnapshotError(f"commit {head_commit} does not exist in repository {str(repo.cwd)!r}")
+    return done.stdout.decode("ascii").strip()
 
 
-def _copy_commit(repo: _Git, commit: str, writer: _Writer) -> None:
+def _copy_commit(repo: Git, commit: str, writer: _Writer, cache: BlobDigestCache | None) -> None:
     listing = repo.run("ls-tree", "-r", "-z", "--full-tree", commit)
-    assert listing is not None
-    blobs: list[tuple[str, str, bytes]] = []  # (mode, object id, path)
+    links: list[tuple[str, str]] = []  # (object id, path)
+    files: list[tuple[str, int, str]] = []  # (object id, permission bits, path)
     for record in listing.split(b"\0"):
         if not record:
             continue
         meta, _, raw_path = record.partition(b"\t")
         mode, kind, oid = meta.decode("ascii").split(" ")
+        rel = os.fsdecode(raw_path)
         if kind != "blob":
-            writer.skip(os.fsdecode(raw_path), f"{kind} entry (submodule), not copied")
-            continue
-        blobs.append((mode, oid, raw_path))
-    with repo.cat_file() as objects:
-        for mode, oid, raw_path in blobs:
-            rel = os.fsdecode(raw_path)
-            if mode == "120000":
-                target = objects.read_all(oid)
-                writer.add_symlink(rel, os.fsdecode(target))
+            writer.skip(rel, f"{kind} entry (submodule), not copied")
+        elif (reason := unsafe_reason(rel)) is not None:
+            writer.skip(rel, f"not a plain relative path: {reason}")
+        elif mode == _MODE_LINK:
+            links.append((oid, rel))
+        else:
+            files.append((oid, 0o755 if mode == "100755" else 0o644, rel))
+    known = cached_digests(cache, {oid for oid, _, _ in files})
+    # One batch for every blob, links first: no round trip per blob.
+    with repo.cat_file([oid for oid, _ in links] + [oid for oid, _, _ in files]) as batch:
+        for oid, rel in links:
+            if batch.header(oid) > _MAX_LINK_TARGET:
+                batch.stream(oid, _discard)
+                writer.skip(rel, "link target longer than any path")
             else:
-                file_mode = 0o755 if mode == "100755" else 0o644
-                writer.write_file(rel, file_mode, partial(objects.copy, oid))
+                writer.add_symlink(rel, os.fsdecode(batch.read(oid)))
+        learned: dict[str, str] = {}
+        for oid, file_mode, rel in files:
+            size = batch.header(oid)
+            digest = writer.write_file(
+                rel, file_mode, size, partial(batch.stream, oid), known.get(oid), drain=True
+            )
+            if digest is not None and oid not in known:
+                learned[oid] = digest
+    remember_digests(cache, learned)
 
 
-def _copy_worktree(repo: _Git, writer: _Writer) -> None:
+def _discard(_chunk: bytes) -> None:
+    return None
+
+
+def _copy_worktree(repo: Git, writer: _Writer) -> None:
     listing = repo.run("ls-files", "-z", "--cached", "--others", "--exclude-standard")
-    assert listing is not None
-    root = repo.path.resolve()
+    root = repo.cwd.resolve()
     seen: set[bytes] = set()
     for raw_path in listing.split(b"\0"):
         if not raw_path or raw_path in seen:
             continue
         seen.add(raw_path)
         rel = os.fsdecode(raw_path).rstrip("/")
-        if not _safe_relative(rel):
-            writer.skip(rel, "not a plain relative path")
+        reason = unsafe_reason(rel)
+        if reason is not None:
+            writer.skip(rel, f"not a plain relative path: {reason}")
             continue
         source = root / rel
         if not source.parent.resolve().is_relative_to(root):
@@ -156,43 +208,36 @@ def _copy_worktree(repo: _Git, writer: _Writer) -> None:
         if stat.S_ISLNK(info.st_mode):
             writer.add_symlink(rel, os.readlink(source))
         elif stat.S_ISREG(info.st_mode):
-            writer.write_file(rel, stat.S_IMODE(info.st_mode), _file_copier(source, rel))
+            writer.write_file(
+                rel, stat.S_IMODE(info.st_mode), info.st_size, _file_filler(source, rel)
+            )
         else:
             writer.skip(rel, "not a regular file or a link (nested repository?)")
 
 
-def _file_copier(source: Path, rel: str) -> _Copier:
-    def copy(out: BinaryIO) -> int:
+def _file_filler(source: Path, rel: str) -> _Filler:
+    def fill(sink: Callable[[bytes], object]) -> int:
         try:
             # No blocking open (a FIFO swapped in), no link, a regular file only.
-            fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError as exc:
             raise SnapshotError(f"cannot read {rel!r}: {exc}") from None
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            raise SnapshotError(f"{rel!r} stopped being a regular file while it was copied")
         with os.fdopen(fd, "rb") as src:
-            shutil.copyfileobj(src, out, _CHUNK)
-            return src.tell()
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise SnapshotError(f"{rel!r} stopped being a regular file while it was copied")
+            total = 0
+            while chunk := src.read(_CHUNK):
+                sink(chunk)
+                total += len(chunk)
+            return total
 
-    return copy
+    return fill
 
 
-def _safe_relative(rel: str) -> bool:
-    parts = rel.split("/")
-    return bool(rel) and not rel.startswith("/") and all(p not in ("", ".", "..") for p in parts)
-
-
-class _HashingWriter:
-    """A file opened for writing that hashes what goes through it."""
-
-    def __init__(self, raw: BinaryIO) -> None:
-        self.raw = raw
-        self.sha256 = hashlib.sha256()
-
-    def write(self, data: bytes) -> int:
-        self.sha256.update(data)
-        return self.raw.write(data)
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 class _Writer:
@@ -207,35 +252,81 @@ class _Writer:
         self.digests: dict[str, str] = {}
         self.links: list[tuple[str, str]] = []
         self.skipped: list[SkippedPath] = []
+        self._folders: set[str] = {""}  # made already, relative to `dest`
 
     def skip(self, rel: str, reason: str) -> None:
         self.skipped.append(SkippedPath(rel, reason))
 
-    def write_file(self, rel: str, mode: int, copy: _Copier) -> None:
-        if not _safe_relative(rel):
-            self.skip(rel, "not a plain relative path")
-            return
+    def _over(self) -> SnapshotError:
+        return SnapshotError(
+            f"the head state is over {self.max_bytes} bytes (max_snapshot_bytes); "
+            "not copied for the tests"
+        )
+
+    def _folder(self, rel: str) -> None:
+        """Make the folders on the way to `rel` (only ours: links are made last)."""
+        parent = rel.rpartition("/")[0]
+        if parent not in self._folders:
+            (self.dest / parent).mkdir(parents=True, exist_ok=True)
+            self._folders.add(parent)
+
+    def write_file(
+        self,
+        rel: str,
+        mode: int,
+        size: int,
+        fill: _Filler,
+        sha256: str | None = None,
+        *,
+        drain: bool = False,
+    ) -> str | None:
+        """Write `size` bytes from `fill` at `rel`; the file's SHA-256, None when skipped.
+
+        `rel` has passed `unsafe_reason`. The cap is checked with `size` before
+        anything is written, and again with what was really written. With
+        `drain`, a skipped file's bytes are still read from `fill` (a batch
+        reader must move on to the next record). `sha256`, when known, is taken
+        instead of hashing.
+        """
+        if self.max_bytes is not None and self.bytes + size > self.max_bytes:
+            raise self._over()
         target = self.dest / rel
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        except (FileExistsError, NotADirectoryError) as exc:
-            self.skip(rel, f"clashes with another path of the copy: {exc.strerror}")
-            return
-        except OSError as exc:  # a name too long for this file system, say
-            self.skip(rel, f"cannot be created here: {exc.strerror}")
-            return
-        with os.fdopen(fd, "wb") as raw:
-            out = _HashingWriter(raw)
-            self.bytes += copy(out)  # type: ignore[arg-type]
-        if self.max_bytes is not None and self.bytes > self.max_bytes:
-            raise SnapshotError(
-                f"the head state is over {self.max_bytes} bytes (max_snapshot_bytes); "
-                "not copied for the tests"
+            self._folder(rel)
+            fd = os.open(
+                target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
             )
-        self.digests[rel] = out.sha256.hexdigest()
-        os.chmod(target, mode)
+        except (FileExistsError, NotADirectoryError) as exc:
+            if drain:
+                fill(_discard)
+            self.skip(rel, f"clashes with another path of the copy: {exc.strerror}")
+            return None
+        except OSError as exc:  # a name too long for this file system, say
+            if drain:
+                fill(_discard)
+            self.skip(rel, f"cannot be created here: {exc.strerror}")
+            return None
+        try:
+            os.fchmod(fd, mode)
+            if sha256 is None:
+                digest = hashlib.sha256()
+
+                def sink(chunk: bytes) -> None:
+                    digest.update(chunk)
+                    _write_all(fd, chunk)
+
+                written = fill(sink)
+                sha256 = digest.hexdigest()
+            else:
+                written = fill(partial(_write_all, fd))
+        finally:
+            os.close(fd)
+        self.bytes += written
+        if self.max_bytes is not None and self.bytes > self.max_bytes:
+            raise self._over()  # a working-tree file that grew while it was copied
+        self.digests[rel] = sha256
         self.files += 1
+        return sha256
 
     def add_symlink(self, rel: str, target: str) -> None:
         self.links.append((rel, target))
@@ -255,7 +346,7 @@ class _Writer:
     def _make_links(self) -> list[str]:
         made: list[str] = []
         for rel, target in self.links:
-            if not _safe_relative(rel) or os.path.isabs(target):
+            if unsafe_reason(rel) is not None or os.path.isabs(target):
                 self.skip(rel, f"link to {target!r} leads outside the copy")
                 continue
             link = self.dest / rel
@@ -280,116 +371,3 @@ class _Writer:
                     self.skip(rel, f"link to {target!r} leads outside the copy")
                     removed = True
         return made
-
-
-class _Git:
-    def __init__(self, path: Path, timeout_s: float) -> None:
-        self.path = path
-        self.timeout_s = timeout_s
-        self.env = git_environment()
-
-    def argv(self, *args: str) -> list[str]:
-        return ["git", *SAFE_CONFIG, *args]
-
-    def run(self, *args: str, check: bool = True) -> bytes | None:
-        """stdout of a git command; None when it fails and `check` is False."""
-        try:
-            done = subprocess.run(
-                self.argv(*args),
-                cwd=self.path,
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=self.timeout_s,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            raise SnapshotError(
-                f"git {args[0]} timed out after {self.timeout_s:g}s in {str(self.path)!r}"
-            ) from None
-        except OSError as exc:
-            raise SnapshotError(f"cannot run git in {str(self.path)!r}: {exc}") from None
-        if done.returncode == 0:
-            return done.stdout
-        if not check:
-            return None
-        stderr = done.stderr.decode("utf-8", "replace").strip()
-        raise SnapshotError(
-            f"git {args[0]} failed in {str(self.path)!r} (exit {done.returncode}): {stderr}"
-        )
-
-    def cat_file(self) -> _CatFile:
-        return _CatFile(self)
-
-
-class _CatFile:
-    """One `git cat-file --batch` process, asked for one object at a time."""
-
-    def __init__(self, git: _Git) -> None:
-        self.git = git
-        try:
-            self.proc = subprocess.Popen(
-                git.argv("cat-file", "--batch"),
-                cwd=git.path,
-                env=git.env,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-            )
-        except OSError as exc:
-            raise SnapshotError(f"cannot run git in {str(git.path)!r}: {exc}") from None
-        self.timer = threading.Timer(git.timeout_s, self.proc.kill)
-        self.timer.start()
-
-    def __enter__(self) -> _CatFile:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.timer.cancel()
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.close()
-        self.proc.kill()
-        self.proc.wait()
-        self.proc.stdout.close()
-
-    def copy(self, oid: str, out: BinaryIO) -> int:
-        """Write the blob `oid` to `out`; return its size."""
-        size = self._request(oid)
-        stdout = self.proc.stdout
-        assert stdout is not None
-        left = size
-        while left:
-            chunk = stdout.read(min(left, _CHUNK))
-            if not chunk:
-                self._broken(oid)
-            out.write(chunk)
-            left -= len(chunk)
-        if stdout.read(1) != b"\n":
-            self._broken(oid)
-        return size
-
-    def read_all(self, oid: str) -> bytes:
-        size = self._request(oid)
-        assert self.proc.stdout is not None
-        data = self.proc.stdout.read(size + 1)
-        if len(data) != size + 1:
-            self._broken(oid)
-        return data[:size]
-
-    def _request(self, oid: str) -> int:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        try:
-            self.proc.stdin.write(oid.encode("ascii") + b"\n")
-            self.proc.stdin.flush()
-        except BrokenPipeError:
-            self._broken(oid)
-        header = self.proc.stdout.readline().split()
-        if len(header) != 3 or header[1] != b"blob":
-            self._broken(oid)
-        return int(header[2])
-
-    def _broken(self, oid: str) -> NoReturn:
-        raise SnapshotError(
-            f"git cat-file could not give object {oid} in {str(self.git.path)!r} "
-            f"(missing object, or timed out after {self.git.timeout_s:g}s)"
-        )

@@ -10,10 +10,11 @@ import pytest
 from gitrepo import GitRepo, sha256
 from sessions import CALC
 
-from verifier.checks.changes import check
+from verifier.checks.changes import MemoryDigestCache, check
 from verifier.config import RepositoryConfig
 from verifier.contract import ClaimedChange
 from verifier.findings import CheckResult, CheckStatus
+from verifier.paths import glob_matches
 
 FIXED = CALC.replace(
     "def subtract(a, b):\n    return a + b", "def subtract(a, b):\n    return a - b"
@@ -245,6 +246,70 @@ def test_undeclared_change_under_a_protected_path_says_both(repo: GitRepo) -> No
     head = repo.commit({"tests/conftest.py": "x = 1\n"})
     cfg = RepositoryConfig("calc", protected_paths=("tests/**",))
     assert codes(run(repo, base, head, cfg=cfg)) == ["change.undeclared", "change.protected_path"]
+
+
+def test_a_protected_name_without_a_slash_matches_at_any_depth(repo: GitRepo) -> None:
+    base = repo.head()
+    head = repo.commit({"tests/sub/conftest.py": "x = 1\n"})
+    cfg = RepositoryConfig("calc", protected_paths=("conftest.py",))
+    found = run(repo, base, head, claim("tests/sub/conftest.py", None, "x = 1\n"), cfg=cfg)
+    assert codes(found) == ["change.protected_path"]
+    assert "'conftest.py'" in found.findings[0].message
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path", "matches"),
+    [
+        ("conftest.py", "conftest.py", True),
+        ("conftest.py", "a/b/conftest.py", True),  # no slash: any depth, as in .gitignore
+        ("conftest.py", "a/conftest.py.bak", False),
+        ("/conftest.py", "a/conftest.py", False),  # a leading slash anchors at the root
+        ("tests/**", "tests/a/b/test_x.py", True),
+        ("tests/**", "src/tests/x.py", False),  # a slash inside anchors too
+        ("tests/", "src/tests/x.py", True),  # a trailing slash alone does not
+        ("src/*.py", "src/a.py", True),
+        ("src/*.py", "src/pkg/a.py", False),  # * stops at /
+        ("**/fixtures/**", "a/fixtures/b/c.json", True),
+        ("pytest.in?", "pytest.ini", True),
+        ("*.[ch]", "lib/x.h", True),
+        ("!secret.txt", "secret.txt", False),  # no negation: the "!" is a letter
+        ("!secret.txt", "!secret.txt", True),
+        ("#notes", "#notes", True),  # no comment either
+    ],
+)
+def test_protected_patterns_follow_git_wildmatch(pattern: str, path: str, matches: bool) -> None:
+    assert glob_matches(pattern, path) is matches
+
+
+def test_a_cache_makes_a_second_check_read_no_blob(repo: GitRepo) -> None:
+    base = repo.head()
+    head = repo.commit({"calc.py": FIXED})
+    cache = MemoryDigestCache()
+    first = check(repo.path, base, head, [claim("calc.py", CALC, FIXED)], CFG, cache=cache)
+    assert first.status is CheckStatus.PASS, first.findings
+    assert sorted(cache.digests.values()) == sorted([sha256(CALC.encode()), sha256(FIXED.encode())])
+    for commit in (base, head):  # the blobs go; the trees and commits stay
+        oid = repo.git("rev-parse", f"{commit}:calc.py")
+        (repo.path / ".git" / "objects" / oid[:2] / oid[2:]).unlink()
+    again = check(repo.path, base, head, [claim("calc.py", CALC, FIXED)], CFG, cache=cache)
+    assert again.status is CheckStatus.PASS, again.findings
+    assert codes(check(repo.path, base, head, [claim("calc.py", CALC, FIXED)], CFG)) == [
+        "change.git_failed"
+    ]
+
+
+def test_a_cached_digest_holds_in_another_repository(repo: GitRepo, tmp_path: Path) -> None:
+    other = GitRepo(tmp_path / "other")
+    other_base = other.commit({"calc.py": CALC})
+    other_head = other.commit({"calc.py": FIXED})
+    cache = MemoryDigestCache()
+    check(other.path, other_base, other_head, [claim("calc.py", CALC, FIXED)], CFG, cache=cache)
+    base = repo.head()
+    head = repo.commit({"calc.py": FIXED + "# one more line\n"})
+    # Same content as in `other` at base: a hit; new content at head: read and learnt.
+    result = check(repo.path, base, head, [claim("calc.py", CALC, FIXED)], CFG, cache=cache)
+    assert codes(result) == ["change.hash_mismatch"]
+    assert sha256((FIXED + "# one more line\n").encode()) in cache.digests.values()
 
 
 def test_unicode_paths_compare_byte_for_byte(repo: GitRepo) -> None:

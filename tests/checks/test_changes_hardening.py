@@ -80,6 +80,15 @@ def test_a_ref_named_like_a_hash_is_not_taken_for_the_commit(repo: GitRepo) -> N
     assert codes(result) == ["change.head_missing"]
 
 
+def test_a_ref_named_like_a_full_length_hash_is_not_taken_for_the_commit(repo: GitRepo) -> None:
+    base = repo.head()
+    head = repo.commit({"calc.py": FIXED})
+    for name in ("a" * 40, "b" * 64):  # full SHA-1 and SHA-256 lengths, in a SHA-1 repository
+        repo.git("branch", name, head)
+        result = check(repo.path, base, name, [modify("calc.py", CALC, FIXED)], CFG)
+        assert codes(result) == ["change.head_missing"], name
+
+
 def test_an_abbreviated_head_hash_is_resolved(repo: GitRepo) -> None:
     base = repo.head()
     head = repo.commit({"calc.py": FIXED})

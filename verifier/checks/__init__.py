@@ -12,11 +12,12 @@ neither changes.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from verifier._git import BlobDigestCache
 from verifier.cancel import CancelToken
 from verifier.config import Config, RepositoryConfig
 from verifier.findings import CheckResult
@@ -24,16 +25,12 @@ from verifier.findings import CheckResult
 if TYPE_CHECKING:
     from verifier.contract import Report
 
+__all__ = ["Check", "Context", "DigestCache", "HeadState", "Progress", "registered"]
+
 T = TypeVar("T")
+# Blob id -> SHA-256 of its bytes, remembered across verifications (the store's, say).
+DigestCache = BlobDigestCache
 Progress = Callable[[str], None]
-
-
-class DigestCache(Protocol):
-    """Blob id -> SHA-256 of the blob's bytes, remembered across verifications."""
-
-    def get_many(self, blob_ids: Sequence[str]) -> dict[str, str]: ...
-
-    def put_many(self, digests: Mapping[str, str]) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,11 @@ Steps of `check`:
 4. hash each safe claim's raw bytes at base and at head, and compare with the
    claimed ``sha256_before`` / ``sha256_after``;
 5. every changed path must be claimed, otherwise ``change.undeclared``.
+
+A `BlobDigestCache` (blob id -> SHA-256) may be passed: git blob ids are
+content addresses, so a digest cached once holds for every repository, and a
+re-verified session, or one on a base already seen, reads only new blobs.
+Only full object ids of our own ``git ls-tree`` output reach the cache.
 """
 
 from __future__ import annotations
@@ -21,13 +26,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from audit.findings import Finding
+from verifier._git import BlobDigestCache, MemoryDigestCache
 from verifier.checks import Context, HeadState
 from verifier.config import RepositoryConfig
 from verifier.contract import ClaimedChange
 from verifier.errors import InfrastructureError
 from verifier.findings import CheckResult
 from verifier.paths import UnsafeFile, glob_matches, hash_in_root, unicode_variant, unsafe_reason
-from verifier.repository import Repository, TreeEntry
+from verifier.repository import Repository, TreeEntry, changed_between
+
+__all__ = ["NAME", "BlobDigestCache", "MemoryDigestCache", "check"]
 
 NAME = "changes"
 ABSENT = "absent"
@@ -100,7 +108,12 @@ class ChangesCheck:
                 f"repositories.{doc.repo.name}.path in the configuration",
             )
         return check(
-            context.repo_path, doc.repo.base_commit, doc.repo.head_commit, doc.changes, context.repo
+            context.repo_path,
+            doc.repo.base_commit,
+            doc.repo.head_commit,
+            doc.changes,
+            context.repo,
+            cache=context.digest_cache,
         )
 
 
@@ -113,8 +126,10 @@ def check(
     head_commit: str | None,
     claims: Sequence[ClaimedChange],
     repo_config: RepositoryConfig,
+    *,
+    cache: BlobDigestCache | None = None,
 ) -> CheckResult:
-    """Hold the claimed changes against the repository."""
+    """Hold the claimed changes against the repository; `cache` spares re-reading blobs."""
     # 1. Open the repository and resolve the commits.
     try:
         repo = Repository(repo_path)
@@ -122,7 +137,7 @@ def check(
         return CheckResult.error(NAME, "change.repo_unavailable", str(exc))
     with repo:
         try:
-            return _check(repo, base_commit, head_commit, claims, repo_config)
+            return _check(repo, base_commit, head_commit, claims, repo_config, cache)
         except InfrastructureError as exc:  # git failed or timed out half-way
             return CheckResult.error(NAME, "change.git_failed", str(exc))
 
@@ -133,9 +148,10 @@ def _check(
     head_commit: str | None,
     claims: Sequence[ClaimedChange],
     repo_config: RepositoryConfig,
+    cache: BlobDigestCache | None,
 ) -> CheckResult:
     """Steps 1 to 5 on an open repository."""
-    base = repo.resolve_commit(base_commit)
+    base, head = repo.resolve_commits(base_commit, head_commit)
     if base is None:
         return CheckResult.error(
             NAME,
@@ -147,18 +163,15 @@ def _check(
         untrusted = _untrusted_base(repo, base, repo_config.trusted_ref)
         if untrusted is not None:
             return untrusted
-    head = None
-    if head_commit is not None:
-        head = repo.resolve_commit(head_commit)
-        if head is None:
-            finding = Finding(
-                "change.head_missing",
-                f"head commit {head_commit} does not exist in the repository",
-                expected=head_commit,
-                found=ABSENT,
-            )
-            return CheckResult.from_findings(NAME, [finding], {"mode": "commit"})
-    return _compare(repo, base, head, claims, repo_config)
+    if head_commit is not None and head is None:
+        finding = Finding(
+            "change.head_missing",
+            f"head commit {head_commit} does not exist in the repository",
+            expected=head_commit,
+            found=ABSENT,
+        )
+        return CheckResult.from_findings(NAME, [finding], {"mode": "commit"})
+    return _compare(repo, base, head, claims, repo_config, cache)
 
 
 def _untrusted_base(repo: Repository, base: str, trusted_ref: str) -> CheckResult | None:
@@ -191,6 +204,7 @@ def _compare(
     head: str | None,
     claims: Sequence[ClaimedChange],
     repo_config: RepositoryConfig,
+    cache: BlobDigestCache | None,
 ) -> CheckResult:
     findings: list[Finding] = []
     # 2. Vet every claim before touching a file.
@@ -223,19 +237,21 @@ def _compare(
         safe.append(claim)
 
     # 3. What git sees as changed from base to head.
-    base_tree = repo.tree(base)
     visible: set[str] = set()
+    head_tree: dict[str, TreeEntry] | None
     if head is None:
-        head_tree = None
+        base_tree, head_tree = repo.tree(base), None
         visible = repo.worktree_paths()
         changed = repo.changed_in_worktree(base_tree, visible)
     else:
-        head_tree = repo.tree(head)
-        changed = repo.changed_between(base, head)
+        base_tree, head_tree = repo.trees(base, head)
+        changed = changed_between(base_tree, head_tree)
 
     # 4. Hash each claim at base and head; every claimed blob is read in one batch.
     paths = [claim.path for claim in safe]
-    digests = repo.blob_sha256s([*_file_blobs(base_tree, paths), *_file_blobs(head_tree, paths)])
+    digests = repo.blob_sha256s(
+        list(_file_blobs(base_tree, paths)), list(_file_blobs(head_tree, paths)), cache=cache
+    )
     base_side = Side("base commit", base_tree, repo, digests)
     if head_tree is None:
         head_side = Side("working tree", None, repo, visible=visible)

@@ -56,7 +56,7 @@ from verifier.errors import InfrastructureError
 from verifier.findings import CheckResult, CheckStatus, Finding
 from verifier.results import Counts, UnreadableResults
 from verifier.runner import RunnerNotFound, RunOutcome, SandboxUnavailable
-from verifier.snapshot import SnapshotError, SnapshotInfo, materialize
+from verifier.snapshot import SnapshotError, SnapshotInfo, materialize, temp_parent
 
 __all__ = ["NAME", "check"]
 
@@ -136,7 +136,12 @@ def check(
     python, bin_dirs = _interpreter(repo_config)
     argv = [python if arg == "{python}" else arg for arg in command]
 
-    with tempfile.TemporaryDirectory(prefix="verifier-tests-", ignore_cleanup_errors=True) as td:
+    # In memory when it has room: writing thousands of small files to a disk costs more
+    # than reading them from git.
+    parent = temp_parent(config.max_snapshot_bytes)
+    with tempfile.TemporaryDirectory(
+        prefix="verifier-tests-", dir=parent, ignore_cleanup_errors=True
+    ) as td:
         tmp = Path(td)
         work, home, child_tmp = tmp / "work", tmp / "home", tmp / "tmp"
         home.mkdir()
