@@ -26,8 +26,8 @@ from tests.benchmarks.timing import Result, Row, measure
 from tests.gitrepo import GitRepo
 from verifier.harness import ScriptedModel, call, model_turn, run_session
 
-TARGET_FACTOR = 1.2
-TARGET_SLACK_S = 0.5
+TARGET_FACTOR = 1.1
+TARGET_SLACK_S = 0.3
 TESTS = 50
 MODULES = 5
 VERIFIER = Path(sys.executable).with_name("verifier")

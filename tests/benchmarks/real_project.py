@@ -1,0 +1,106 @@
+"""Benchmark: `verifier verify` on a real project's whole suite, against pytest alone.
+
+The data: more-itertools 10.7.0, its sdist downloaded at bench time with pip
+(never committed), made a git repository; a session built with the reference
+harness reads ``more_itertools/more.py``, adds a comment to its first line with
+a bounded replace, and commits. Its whole suite (about 700 tests and 12,000
+subtests) is the configured test command, ``python -m pytest -q tests``.
+
+The subject is ``verifier verify report.json --config cfg --format json`` with
+the SQLite store, as a subprocess; the raw operation is ``python -m pytest -q
+tests`` in the repository. What the verifier adds is start-up, the checks and
+the sandbox; on a suite of 13 s that should vanish. Target: ≤ 1.05× + 0.3 s.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+from tests.benchmarks.timing import Result, Row, measure
+from tests.gitrepo import GitRepo
+from verifier.harness import ScriptedModel, call, model_turn, run_session
+
+PROJECT, VERSION = "more-itertools", "10.7.0"
+TARGET_FACTOR = 1.05
+TARGET_SLACK_S = 0.3
+VERIFIER = Path(sys.executable).with_name("verifier")
+
+
+def fetch(tmp: Path) -> Path:
+    """The sdist, unpacked; pip's cache makes later runs free."""
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
+         f"{PROJECT}=={VERSION}", "-d", str(tmp / "sdist")],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    (archive,) = (tmp / "sdist").glob("*.tar.gz")
+    with tarfile.open(archive) as tar:
+        tar.extractall(tmp / "src", filter="data")
+    (root,) = (tmp / "src").iterdir()
+    return root
+
+
+def build(tmp: Path) -> tuple[GitRepo, dict[str, object]]:
+    source = fetch(tmp)
+    repo = GitRepo(source)
+    repo.commit(None, "more-itertools 10.7.0")
+    first = (source / "more_itertools" / "more.py").read_text(encoding="utf-8").splitlines(True)[0]
+    turns = [
+        model_turn(call("read_file", "c1", path="more_itertools/more.py")),
+        model_turn(
+            call(
+                "replace_lines",
+                "c2",
+                path="more_itertools/more.py",
+                start_line=1,
+                end_line=1,
+                expected=first,
+                replacement=first.rstrip("\n") + "  # verified\n",
+            )
+        ),
+        model_turn("Annotated."),
+    ]
+    session = run_session(source, "s-bench-real", "Annotate.", ScriptedModel(turns), commit=True)
+    session.repo_name = "more-itertools"
+    return repo, session.report()
+
+
+def run(tmp: Path, repeat: int) -> Result:
+    repo, report = build(tmp)
+    report_path = tmp / "report.json"
+    report_path.write_text(json.dumps(report, ensure_ascii=False), encoding="utf-8")
+    command = [sys.executable, "-m", "pytest", "-q", "tests"]
+    config = tmp / "verifier.toml"
+    config.write_text(
+        "[verifier]\ntest_timeout = 600\n\n[repositories.more-itertools]\n"
+        f"path = {json.dumps(str(repo.path))}\ntest_command = {json.dumps(command)}\n",
+        encoding="utf-8",
+    )
+    env = {**os.environ, "VERIFIER_DATABASE_URL": f"sqlite:///{tmp / 'store.sqlite3'}"}
+
+    def verify() -> None:
+        argv = [str(VERIFIER), "verify", str(report_path), "--config", str(config), "--format",
+                "json"]  # fmt: skip
+        done = subprocess.run(argv, env=env, capture_output=True, check=False)
+        verdict = json.loads(done.stdout)
+        assert done.returncode == 0, verdict
+        assert verdict["checks"]["tests"]["details"]["counts"]["passed"] > 600, verdict
+
+    def pytest() -> None:
+        done = subprocess.run(command, cwd=repo.path, capture_output=True, check=True)
+        assert b" passed" in done.stdout
+
+    # A 13-second suite: three turns are enough for a median.
+    t = measure({"verify": verify, "raw": pytest}, min(repeat, 3))
+    target = f"<= {TARGET_FACTOR:g}x + {TARGET_SLACK_S:g} s"
+    bound = TARGET_FACTOR * t["raw"] + TARGET_SLACK_S
+    raw = f"python -m pytest -q tests ({PROJECT} {VERSION})"
+    rows = [Row("real project", "verifier verify (SQLite store)", t["verify"], raw, t["raw"],
+                target, bound)]  # fmt: skip
+    facts = {"repository": f"{PROJECT} {VERSION} from its sdist; the session edits one line"}
+    return Result(rows, facts)
