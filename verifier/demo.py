@@ -352,9 +352,11 @@ def run(workdir: Path, fmt: str = "text") -> list[Verification]:
         f"({rates['delivered']} of {rates['sessions']})"
     )
     rel = os.path.relpath(workdir)
+    command = os.path.relpath(Path(sys.executable).with_name("verifier"))
     console.print(
-        f"[dim]stored in {rel}/verifier.sqlite3; try: verifier verify "
-        f"{rel}/reports/{reports[2].name} --config {rel}/verifier.toml[/dim]"
+        f"[dim]stored in {rel}/verifier.sqlite3; try: {command} verify "
+        f"{rel}/reports/{reports[2].name} --config {rel}/verifier.toml[/dim]",
+        soft_wrap=True,
     )
     sys.stdout.write(out.getvalue())
     return verifications
