@@ -33,7 +33,13 @@ from typing import Any
 import orjson
 import rfc8785
 
-__all__ = ["CanonicalizationError", "canonicalize", "jcs_sha256", "sha256_hex"]
+__all__ = [
+    "CanonicalizationError",
+    "canonicalize",
+    "canonicalize_plain",
+    "jcs_sha256",
+    "sha256_hex",
+]
 
 _MAX_SAFE_INT = 2**53 - 1
 _SCALARS = frozenset((str, bool, type(None)))
@@ -56,10 +62,24 @@ def canonicalize(value: Any) -> bytes:
     """
     try:
         if _encoder_agrees(value):
-            return _encode(value)
+            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)  # `_encode`, inlined
     except (orjson.JSONEncodeError, RecursionError):
         pass  # a lone surrogate or a deep value: the library says what is wrong
     return _library(value)
+
+
+def canonicalize_plain(value: Any) -> bytes:
+    """`canonicalize` for a value the caller has already proven plain.
+
+    Plain is what `_encoder_agrees` admits; the audit chain proves it of an
+    entry while checking the entry's fields, and would otherwise walk every
+    entry twice. Only orjson's own refusals (a lone surrogate) are left to the
+    library, which then raises `CanonicalizationError` as `canonicalize` does.
+    """
+    try:
+        return _encode(value)
+    except (orjson.JSONEncodeError, RecursionError):
+        return _library(value)
 
 
 def sha256_hex(data: bytes) -> str:
