@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import gc
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from google.genai import types
 
 from verifier.errors import InvalidReport
-from verifier.trajectory import load_trajectory
+from verifier.trajectory import gc_paused, load_trajectory
 
 SIG = b"\x01\x02sig\xfe\xff\x00"
 
@@ -234,3 +237,77 @@ def test_a_content_that_is_not_an_object_names_the_index() -> None:
     with pytest.raises(InvalidReport) as info:
         load_trajectory([{"role": "user", "parts": []}, "oops"])
     assert info.value.field == "trajectory.contents.1"
+
+
+# -- the collector paused while loading ------------------------------------------
+
+
+@pytest.fixture
+def collector_on() -> Iterator[None]:
+    was = gc.isenabled()
+    gc.enable()
+    try:
+        yield
+    finally:
+        if not was:
+            gc.disable()
+
+
+@pytest.mark.usefixtures("collector_on")
+def test_collector_is_paused_inside_and_running_again_after() -> None:
+    with gc_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+@pytest.mark.usefixtures("collector_on")
+def test_collector_resumes_after_an_error_too() -> None:
+    with pytest.raises(InvalidReport):
+        load_trajectory([_call_turn(thought_signature="not base64 at all!")])
+    assert gc.isenabled()
+
+
+@pytest.mark.usefixtures("collector_on")
+def test_nested_pause_resumes_only_when_the_outer_block_ends() -> None:
+    with gc_paused():
+        load_trajectory([_call_turn()])  # paused itself, nested here
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+def test_collector_stopped_by_the_caller_stays_stopped() -> None:
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        load_trajectory([_call_turn()])
+        assert not gc.isenabled()
+    finally:
+        if was:
+            gc.enable()
+
+
+@pytest.mark.usefixtures("collector_on")
+def test_overlapping_pauses_in_two_threads_resume_after_the_last() -> None:
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    seen: list[bool] = []
+
+    def first() -> None:
+        with gc_paused():
+            first_in.set()
+            second_in.wait(5)
+        first_out.set()
+
+    def second() -> None:
+        first_in.wait(5)
+        with gc_paused():
+            second_in.set()
+            first_out.wait(5)
+            seen.append(gc.isenabled())  # the first thread has left; this one has not
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert seen == [False]
+    assert gc.isenabled()

@@ -32,7 +32,7 @@ from pydantic import (
 )
 
 from verifier.errors import InvalidReport
-from verifier.trajectory import Trajectory, load_trajectory
+from verifier.trajectory import Trajectory, gc_paused, load_trajectory
 
 SCHEMA_VERSION = "1"
 MAX_REPORT_BYTES = 128 * 1024 * 1024
@@ -192,6 +192,7 @@ def canonical_status(raw: str) -> str:
     return STATUS_ALIASES.get(raw, raw)
 
 
+@gc_paused()  # millions of objects that all survive: see gc_paused
 def parse_report(raw: bytes) -> Report:
     """Read bytes as a session report v1, or raise `InvalidReport` naming the field."""
     if len(raw) > MAX_REPORT_BYTES:
