@@ -23,7 +23,6 @@ import gc
 import threading
 import types as pytypes
 import typing
-from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -160,15 +159,19 @@ def _pair(
                 for k, p in enumerate(following.parts or ())
                 if p.function_response
             ]
-        by_id = {r.id: (k, r) for k, r in responses if r.id}
-        by_name: dict[str | None, list[tuple[int, types.FunctionResponse]]] = defaultdict(list)
+        by_id: dict[str, tuple[int, types.FunctionResponse]] = {}
+        by_name: dict[str | None, list[tuple[int, types.FunctionResponse]]] = {}
         for k, r in responses:
-            if not r.id:
-                by_name[r.name].append((k, r))
+            if r.id:
+                by_id[r.id] = (k, r)
+            else:
+                by_name.setdefault(r.name, []).append((k, r))
         for j, fc in found:
             match = by_id.pop(fc.id, None) if fc.id else None
-            if match is None and not fc.id and by_name[fc.name]:
-                match = by_name[fc.name].pop(0)
+            if match is None and not fc.id:
+                queue = by_name.get(fc.name)
+                if queue:
+                    match = queue.pop(0)
             if match is not None:
                 used.add((i + 1, match[0]))
             calls.append(_call(i, j, fc, match[1] if match else None))
