@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import operator
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import date
@@ -41,11 +42,12 @@ _INT = "integer"
 _STR = "string"
 _STR_OR_NULL = "string or null"
 
-# RFC 3339 date-time in UTC: `Z` (either case) or a `+00:00` offset. Month, day,
-# hour, minute and second (60 being a leap second) are range-checked here; only
-# whether the day exists in its month and year is left to `_real_date`.
+# RFC 3339 date-time in UTC: `Z` (either case) or a `+00:00` offset. Year (from
+# 1, as `datetime`), month, day, hour, minute and second (60 being a leap second)
+# are range-checked here; whether a day past the 28th exists in its month is
+# left to `_real_date`.
 _TS = re.compile(
-    r"(\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01]))[Tt]"
+    r"((?!0000)\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01]))[Tt]"
     r"((?:[01]\d|2[0-3]):[0-5]\d:(?:[0-5]\d|60))(?:\.(\d+))?(?:[Zz]|\+00:00)",
     re.ASCII,
 )
@@ -75,10 +77,18 @@ _KIND_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
 }
 _EFFECT_FIELDS = (("path", _STR), ("sha256_before", _STR_OR_NULL), ("sha256_after", _STR_OR_NULL))
 
-# The exact types a plain field may hold: what `_check_fields` accepts, narrowed
-# to what the fast encoder writes as JCS (no subclasses; `audit.jcs`).
-_PLAIN_TYPES = {_STR: (str,), _INT: (int,), _STR_OR_NULL: (str, type(None)), "array": (list,)}
-_Shape = tuple[tuple[Any, ...], tuple[type, ...]]
+# What `_Shapes` looks at: each kind's field names, its string fields (one getter),
+# and an effect's fields.
+_KIND_KEYS = {
+    kind: frozenset(name for name, _ in _COMMON_FIELDS + fields)
+    for kind, fields in _KIND_FIELDS.items()
+}
+_STRINGS = {
+    kind: operator.itemgetter(*(name for name, want in _COMMON_FIELDS + fields if want == _STR))
+    for kind, fields in _KIND_FIELDS.items()
+}
+_EFFECT_KEYS = frozenset(name for name, _ in _EFFECT_FIELDS)
+_EFFECT_VALUES = operator.itemgetter(*(name for name, _ in _EFFECT_FIELDS))
 
 
 def genesis(session_id: str) -> str:
@@ -276,64 +286,71 @@ def _plain_hash(entry: Mapping[str, Any]) -> str:
 
 class _Shapes:
     """Which entries are plain: a dict holding exactly the fields of its kind,
-    each of the exact type the field takes, with safe integers, and effects that
+    each of the type `_check_fields` wants, with safe integers, and effects that
     are plain too.
 
-    A plain entry has no shape finding and its JCS form is orjson's (see
-    `audit.jcs`), so one look at it replaces both the field checks and the
-    encoder's walk. A shape is the entry's keys in order with the types of their
-    values; a trail has a few, so each is judged once per trail.
+    A plain entry has no shape finding, and orjson writes its JCS form (see
+    `audit.jcs.canonicalize_plain`), so one look at it replaces both the field
+    checks and the encoder's walk. The key set is judged once per key order
+    (a trail has a few); the values are checked with as few Python steps as
+    possible, since this runs on every entry: the string fields at once with
+    `str.join`, which refuses anything else.
     """
 
     def __init__(self) -> None:
-        self._entries: dict[_Shape, str | None] = {}
-        self._effects: dict[_Shape, bool] = {}
+        self._kinds: dict[tuple[Any, ...], str | None] = {}
 
     def plain_kind(self, entry: object) -> str | None:
         """The kind of `entry` when it is plain, else None."""
         if type(entry) is not dict:
             return None
-        shape = (tuple(entry), tuple(map(type, entry.values())))
+        keys = tuple(entry)
         try:
-            kind = self._entries[shape]
+            kind = self._kinds[keys]
         except KeyError:
-            kind = self._entries[shape] = _shape_kind(shape)
+            kind = self._kinds[keys] = _kind_of_keys(keys)
+        if kind is None:
+            return None
+        stated = entry["kind"]
+        if type(stated) is not str or stated != kind:
+            return None
+        try:
+            "".join(_STRINGS[kind](entry))
+        except TypeError:
+            return None
+        v, seq = entry["v"], entry["seq"]
         if (
-            kind is None
-            or entry["kind"] != kind
-            or not -_MAX_SAFE_INT <= entry["v"] <= _MAX_SAFE_INT
-            or not -_MAX_SAFE_INT <= entry["seq"] <= _MAX_SAFE_INT
+            type(v) is not int
+            or type(seq) is not int
+            or not -_MAX_SAFE_INT <= v <= _MAX_SAFE_INT
+            or not -_MAX_SAFE_INT <= seq <= _MAX_SAFE_INT
         ):
             return None
         if kind == "tool_call":
-            for effect in entry["effects"]:
-                if type(effect) is not dict:
+            checkpoint, effects = entry["checkpoint"], entry["effects"]
+            if checkpoint is not None and not isinstance(checkpoint, str):
+                return None
+            if type(effects) is not list:
+                return None
+            for effect in effects:
+                if type(effect) is not dict or effect.keys() != _EFFECT_KEYS:
                     return None
-                shape = (tuple(effect), tuple(map(type, effect.values())))
-                try:
-                    ok = self._effects[shape]
-                except KeyError:
-                    ok = self._effects[shape] = _shape_fits(shape, _EFFECT_FIELDS)
-                if not ok:
+                path, before, after = _EFFECT_VALUES(effect)
+                if not (
+                    isinstance(path, str)
+                    and (before is None or isinstance(before, str))
+                    and (after is None or isinstance(after, str))
+                ):
                     return None
         return kind
 
 
-def _shape_kind(shape: _Shape) -> str | None:
-    """The kind whose fields `shape` holds exactly, with plain types; None if none."""
-    for kind, fields in _KIND_FIELDS.items():
-        if _shape_fits(shape, _COMMON_FIELDS + fields):
+def _kind_of_keys(keys: tuple[Any, ...]) -> str | None:
+    """The kind whose fields are exactly `keys`; None if none."""
+    for kind, names in _KIND_KEYS.items():
+        if len(keys) == len(names) and set(keys) == names:
             return kind
     return None
-
-
-def _shape_fits(shape: _Shape, fields: tuple[tuple[str, str], ...]) -> bool:
-    """Whether `shape` has exactly `fields`, each with one of its plain types."""
-    keys, kinds = shape
-    want = dict(fields)
-    if len(keys) != len(want) or set(keys) != want.keys():
-        return False
-    return all(kind in _PLAIN_TYPES[want[key]] for key, kind in zip(keys, kinds, strict=True))
 
 
 def _check_shape(out: Findings, entry: Mapping[str, Any], i: int, n: int, where: str) -> None:
@@ -458,14 +475,14 @@ def _ts_key(ts: str) -> tuple[str, str, str] | None:
     if m is None:
         return None
     day, time, fraction = m.groups("")
-    if not _real_date(day):
+    if day[8:] > "28" and not _real_date(day):
         return None
     return (day, time, fraction.rstrip("0"))
 
 
 @functools.lru_cache(maxsize=1024)
 def _real_date(day: str) -> bool:
-    """Whether `YYYY-MM-DD` (month and day in range) names a day of the calendar.
+    """Whether `YYYY-MM-DD` (year, month and day in range) names a day of the calendar.
 
     Cached: the entries of a trail share a few days.
     """

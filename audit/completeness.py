@@ -136,7 +136,22 @@ def _check_calls(
                     expected=f"one entry, audit.entries[{i}]",
                     found=call_id,
                 )
-        _check_entry(out, entries[i], i, call)
+        # The entry against its call (inlined: this loop runs once per call).
+        entry = entries[i]
+        tool = entry.get("tool")
+        if tool != call.tool and isinstance(tool, str):
+            out.add(
+                "audit.tool_mismatch",
+                f"entry {i} names another tool than call {call_id}",
+                f"audit.entries[{i}].tool",
+                expected=call.tool,
+                found=tool,
+            )
+        _check_digest(out, entry, i, "args_sha256", call.args, "audit.args_mismatch", call)
+        if call.response is not None:
+            _check_digest(
+                out, entry, i, "result_sha256", call.response, "audit.result_mismatch", call
+            )
 
     for call_id in index.first:
         if call_id not in seen:
@@ -147,21 +162,6 @@ def _check_calls(
                     f"audit.entries[{i}].call_id",
                     found=call_id,
                 )
-
-
-def _check_entry(out: Findings, entry: Mapping[str, Any], i: int, call: Call) -> None:
-    tool = entry.get("tool")
-    if isinstance(tool, str) and tool != call.tool:
-        out.add(
-            "audit.tool_mismatch",
-            f"entry {i} names another tool than call {call.call_id}",
-            f"audit.entries[{i}].tool",
-            expected=call.tool,
-            found=tool,
-        )
-    _check_digest(out, entry, i, "args_sha256", call.args, "audit.args_mismatch", call)
-    if call.response is not None:
-        _check_digest(out, entry, i, "result_sha256", call.response, "audit.result_mismatch", call)
 
 
 def _check_digest(

@@ -43,6 +43,7 @@ __all__ = [
 
 _MAX_SAFE_INT = 2**53 - 1
 _SCALARS = frozenset((str, bool, type(None)))
+_PLAIN_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_STRICT_INTEGER
 
 
 class CanonicalizationError(ValueError):
@@ -69,15 +70,18 @@ def canonicalize(value: Any) -> bytes:
 
 
 def canonicalize_plain(value: Any) -> bytes:
-    """`canonicalize` for a value the caller has already proven plain.
+    """`canonicalize` for a value the caller has already proven plain enough.
 
-    Plain is what `_encoder_agrees` admits; the audit chain proves it of an
-    entry while checking the entry's fields, and would otherwise walk every
-    entry twice. Only orjson's own refusals (a lone surrogate) are left to the
-    library, which then raises `CanonicalizationError` as `canonicalize` does.
+    The audit chain checks every field of an entry anyway, so it proves there
+    what the walk (`_encoder_agrees`) would, and the entry is not walked twice.
+    The caller guarantees: dicts with ASCII string keys, lists, strings,
+    booleans, None and integers only. Subclasses of str, int, dict and list and
+    integers beyond +-(2**53 - 1) may remain: orjson is told to refuse them
+    (`OPT_PASSTHROUGH_SUBCLASS`, `OPT_STRICT_INTEGER`), as it refuses a lone
+    surrogate, and the library then decides, as it would in `canonicalize`.
     """
     try:
-        return _encode(value)
+        return orjson.dumps(value, option=_PLAIN_OPTIONS)
     except (orjson.JSONEncodeError, RecursionError):
         return _library(value)
 

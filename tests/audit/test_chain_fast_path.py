@@ -1,14 +1,15 @@
 """The chain's fast path for plain entries against its general path.
 
 `verify_chain` judges an entry that is a `dict` holding exactly its kind's
-fields, each of the exact type, once (`_Shapes.plain_kind`) and then skips the
-field checks and the encoder's walk. The same entries behind a read-only
-mapping (`MappingProxyType`) are not dicts, so they take the general path: the
-field checks, then `canonicalize`. These tests mutate sealed trails in seeded
-ways (types, missing and extra fields, subclasses, unsafe integers, lone
-surrogates, timestamps, links) and require the same findings, in the same
-order, from both paths. The timestamp key is held to the former parser the
-same way.
+fields, each of the type the field checks want, once (`_Shapes.plain_kind`),
+and then skips the field checks and the encoder's walk (a str subclass may
+pass: orjson is told to refuse it when hashing, and the library decides). The
+same entries behind a read-only mapping (`MappingProxyType`) are not dicts, so
+they take the general path: the field checks, then `canonicalize`. These tests
+mutate sealed trails in seeded ways (types, missing and extra fields,
+subclasses, unsafe integers, lone surrogates, timestamps, links, cut ends) and
+require the same findings, in the same order, from both paths. The timestamp
+key is held to the former parser the same way.
 """
 
 from __future__ import annotations
@@ -21,10 +22,12 @@ from types import MappingProxyType
 from typing import Any
 
 import pytest
+import rfc8785
 
-from audit import chain
+from audit import chain, jcs
 from audit.chain import _Shapes, _ts_key, seal, verify_chain
 from audit.findings import Finding
+from audit.jcs import CanonicalizationError
 
 SID = "s-fast-path"
 MAX = 2**53 - 1
@@ -160,7 +163,8 @@ def test_sealed_entries_are_plain() -> None:
     [
         lambda e: e.update(v=True),
         lambda e: e.update(seq=MAX + 1),
-        lambda e: e.update(ts=Text(e["ts"])),
+        lambda e: e.update(ts=5),
+        lambda e: e.update(kind=Text("session_end")),
         lambda e: e.update(extra=1),
         lambda e: e.pop("status"),
         lambda e: e.update(kind="session_start"),
@@ -171,6 +175,36 @@ def test_entries_that_are_not_exactly_their_kind_are_not_plain(edit: Any) -> Non
     entry = trail(random.Random(0), 3)[-1]
     edit(entry)
     assert _Shapes().plain_kind(entry) is None
+
+
+def test_str_subclass_in_a_plain_entry_is_hashed_by_the_library() -> None:
+    entries = trail(random.Random(4), 3)
+    entries[1]["tool"] = Text(entries[1]["tool"])
+    assert _Shapes().plain_kind(entries[1]) == "tool_call"
+    assert jcs.canonicalize_plain({"t": Text("x")}) == rfc8785.dumps({"t": "x"})
+    fast, general = both_paths(entries)
+    assert fast == general == []
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"n": MAX, "m": -MAX, "s": "\u2028\x7f", "l": [None, True, {"k": []}]},
+        {"n": MAX + 1},
+        {"s": "lone \ud800"},
+        {"s": Text("x"), "l": [Text("y")]},
+    ],
+)
+def test_canonicalize_plain_agrees_with_the_library(value: dict[str, Any]) -> None:
+    try:
+        expected: bytes | type[Exception] = rfc8785.dumps(value)
+    except rfc8785.CanonicalizationError:
+        expected = CanonicalizationError
+    try:
+        got: bytes | type[Exception] = jcs.canonicalize_plain(value)
+    except CanonicalizationError:
+        got = CanonicalizationError
+    assert got == expected
 
 
 @pytest.mark.parametrize("block", range(8))
@@ -253,5 +287,7 @@ def test_timestamp_key_accepts_and_orders_as_the_former_parser() -> None:
 def test_timestamp_day_check_is_cached_per_day() -> None:
     chain._real_date.cache_clear()
     for second in range(10):
-        assert _ts_key(f"2026-11-01T10:00:0{second}Z") is not None
+        assert _ts_key(f"2026-10-31T10:00:0{second}Z") is not None
+        assert _ts_key(f"2026-11-01T10:00:0{second}Z") is not None  # the 28th or before
     assert chain._real_date.cache_info().misses == 1
+    assert _ts_key("2026-11-31T10:00:00Z") is None
