@@ -22,6 +22,10 @@ otherwise. Why the two agree on such values:
 Floats, larger integers, other keys and other types (subclasses included) go
 to the library. tests/audit/test_jcs_fast_path.py holds the two paths to the
 same bytes on generated values.
+
+`canonicalize_plain` is the same fast path without the walk, for a caller that
+has checked the value's types itself: the audit chain, which checks every
+field of every entry anyway (tests/audit/test_chain_fast_path.py).
 """
 
 from __future__ import annotations
