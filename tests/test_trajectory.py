@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import gc
 import threading
 from collections.abc import Iterator
@@ -112,6 +113,47 @@ def test_unknown_keys_are_stripped_and_recorded_not_fatal() -> None:
         "trajectory.contents.0.parts.0.partExtra",
         "trajectory.contents.0.parts.0.function_call.newCallField",
     }
+
+
+def test_stripping_keeps_the_known_keys_around_unknown_ones_and_leaves_the_input_alone() -> None:
+    contents = [
+        {"role": "user", "parts": [{"text": "go"}]},
+        {
+            "role": "model",
+            "parts": [
+                {"text": "thinking"},
+                {
+                    "thought": True,
+                    "odd": 1,
+                    "function_call": {"id": "c1", "name": "read_file", "args": {"path": "a"}},
+                    "thought_signature": "AQJzaWf-_wA",
+                    "later": 2,
+                },
+            ],
+            "zz": None,
+        },
+    ]
+    before = copy.deepcopy(contents)
+    trajectory = load_trajectory(contents)
+    assert contents == before
+    assert trajectory.ignored_keys == (
+        "trajectory.contents.1.parts.1.odd",
+        "trajectory.contents.1.parts.1.later",
+        "trajectory.contents.1.zz",
+    )
+    parts = trajectory.contents[1].parts
+    assert parts is not None
+    part = parts[1]
+    assert (part.thought, part.thought_signature) == (True, SIG)
+    assert part.function_call is not None and part.function_call.id == "c1"
+    assert trajectory.contents[0] == types.Content(role="user", parts=[types.Part(text="go")])
+
+
+def test_bad_signature_deep_in_a_list_names_its_place() -> None:
+    turn = {"role": "model", "parts": [{"text": "a"}, {"text": "b", "thoughtSignature": "!!"}]}
+    with pytest.raises(InvalidReport) as info:
+        load_trajectory([_call_turn(), turn])
+    assert info.value.field == "trajectory.contents.1.parts.1.thoughtSignature"
 
 
 def test_args_keep_unknown_looking_keys() -> None:

@@ -198,27 +198,79 @@ def _call(
     )
 
 
-def _strip(value: Any, model: type[pydantic.BaseModel], where: str, ignored: list[str]) -> Any:
-    """Drop keys `model` does not know, recursively; decode thought signatures."""
+# Where a value sits, built only when a key is ignored or a signature is bad: a
+# dotted string, or (the parent's place, a key or list index).
+_Where = str | tuple[Any, str | int]
+
+
+def _strip(value: Any, model: type[pydantic.BaseModel], where: _Where, ignored: list[str]) -> Any:
+    """Drop keys `model` does not know, recursively; decode thought signatures.
+
+    Copy on write: a dict in which nothing changes is returned as it is, and
+    locations are only spelled out for what is reported. This runs on every
+    part of every turn, and nearly all of them are left as they are.
+    """
     if not isinstance(value, dict):
         return value
     spec = _spec(model)
-    out: dict[str, Any] = {}
+    out: dict[str, Any] | None = None
     for key, item in value.items():
         field = spec.get(key)
         if field is None:
-            ignored.append(f"{where}.{key}")
+            if out is None:
+                out = _keys_before(value, key)
+            ignored.append(_spell(where, key))
             continue
         name, sub = field
+        new = item
         if sub is not None:
             if isinstance(item, list):
-                item = [_strip(x, sub, f"{where}.{key}.{n}", ignored) for n, x in enumerate(item)]
+                new = _strip_list(item, sub, (where, key), ignored)
             elif isinstance(item, dict):
-                item = _strip(item, sub, f"{where}.{key}", ignored)
+                new = _strip(item, sub, (where, key), ignored)
         elif name == "thought_signature" and isinstance(item, str):
-            item = _b64decode(item, f"{where}.{key}")
+            new = _b64decode(item, _spell(where, key))
+        if out is not None:
+            out[key] = new
+        elif new is not item:
+            out = _keys_before(value, key)
+            out[key] = new
+    return value if out is None else out
+
+
+def _strip_list(
+    items: list[Any], model: type[pydantic.BaseModel], where: _Where, ignored: list[str]
+) -> list[Any]:
+    """`_strip` of each element; the same list when none changes."""
+    out: list[Any] | None = None
+    for n, item in enumerate(items):
+        new = _strip(item, model, (where, n), ignored)
+        if out is not None:
+            out.append(new)
+        elif new is not item:
+            out = items[:n]
+            out.append(new)
+    return items if out is None else out
+
+
+def _keys_before(value: dict[str, Any], stop: str) -> dict[str, Any]:
+    """A copy of `value`'s items that come before the key `stop`."""
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if key == stop:
+            break
         out[key] = item
     return out
+
+
+def _spell(where: _Where, key: str | int) -> str:
+    """The dotted location of `key` under `where`."""
+    names = [str(key)]
+    while isinstance(where, tuple):
+        where, step = where
+        names.append(str(step))
+    names.append(where)
+    return ".".join(reversed(names))
 
 
 @functools.cache
