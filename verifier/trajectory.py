@@ -115,14 +115,17 @@ def load_trajectory(contents: Sequence[Any]) -> Trajectory:
     """Load the contents with the SDK's types and pair calls with responses."""
     loaded: list[types.Content] = []
     ignored: list[str] = []
+    validate = types.Content.model_validate
     for i, item in enumerate(contents):
-        where = f"trajectory.contents.{i}"
         if not isinstance(item, dict):
-            raise InvalidReport(where, f"expected an object, got {type(item).__name__}")
-        cleaned = _strip(item, types.Content, where, ignored)
+            raise InvalidReport(
+                f"trajectory.contents.{i}", f"expected an object, got {type(item).__name__}"
+            )
+        cleaned = _strip(item, types.Content, ("trajectory.contents", i), ignored)
         try:
-            loaded.append(types.Content.model_validate(cleaned))
+            loaded.append(validate(cleaned))
         except pydantic.ValidationError as exc:
+            where = f"trajectory.contents.{i}"
             error = exc.errors()[0]
             loc = ".".join(str(p) for p in error["loc"])
             raise InvalidReport(f"{where}.{loc}" if loc else where, error["msg"]) from None
