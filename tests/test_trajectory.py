@@ -317,6 +317,27 @@ def test_nested_pause_resumes_only_when_the_outer_block_ends() -> None:
     assert gc.isenabled()
 
 
+@pytest.mark.usefixtures("collector_on")
+def test_objects_built_while_paused_go_to_the_oldest_generation_unscanned() -> None:
+    with gc_paused():
+        marker = [{"built": "while paused"}]
+    assert gc.get_freeze_count() == 0
+    assert any(o is marker for o in gc.get_objects(generation=2))
+
+
+@pytest.mark.usefixtures("collector_on")
+def test_objects_the_process_froze_stay_frozen() -> None:
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with gc_paused():
+            marker = [{"built": "while paused"}]
+        assert gc.get_freeze_count() == frozen
+        assert any(o is marker for o in gc.get_objects(generation=0))
+    finally:
+        gc.unfreeze()
+
+
 def test_collector_stopped_by_the_caller_stays_stopped() -> None:
     was = gc.isenabled()
     gc.disable()
