@@ -8,15 +8,17 @@ the last hash, so a trail cut short at its end is seen too.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import operator
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import date
 from typing import Any
 
 from audit._collect import Findings, json_type, show
 from audit.findings import Finding
-from audit.jcs import CanonicalizationError, canonicalize
+from audit.jcs import CanonicalizationError, canonicalize, canonicalize_plain
 
 __all__ = [
     "DECISIONS",
@@ -40,10 +42,16 @@ _INT = "integer"
 _STR = "string"
 _STR_OR_NULL = "string or null"
 
-# RFC 3339 date-time in UTC: `Z` (either case) or a `+00:00` offset.
+# RFC 3339 date-time in UTC: `Z` (either case) or a `+00:00` offset. Year (from
+# 1, as `datetime`), month, day, hour, minute and second (60 being a leap second)
+# are range-checked here; whether a day past the 28th exists in its month is
+# left to `_real_date`.
 _TS = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:[Zz]|\+00:00)", re.ASCII
+    r"((?!0000)\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01]))[Tt]"
+    r"((?:[01]\d|2[0-3]):[0-5]\d:(?:[0-5]\d|60))(?:\.(\d+))?(?:[Zz]|\+00:00)",
+    re.ASCII,
 )
+_MAX_SAFE_INT = 2**53 - 1
 
 _COMMON_FIELDS = (
     ("v", _INT),
@@ -68,6 +76,19 @@ _KIND_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
     "session_end": (("status", _STR),),
 }
 _EFFECT_FIELDS = (("path", _STR), ("sha256_before", _STR_OR_NULL), ("sha256_after", _STR_OR_NULL))
+
+# What `_Shapes` looks at: each kind's field names, its string fields (one getter),
+# and an effect's fields.
+_KIND_KEYS = {
+    kind: frozenset(name for name, _ in _COMMON_FIELDS + fields)
+    for kind, fields in _KIND_FIELDS.items()
+}
+_STRINGS = {
+    kind: operator.itemgetter(*(name for name, want in _COMMON_FIELDS + fields if want == _STR))
+    for kind, fields in _KIND_FIELDS.items()
+}
+_EFFECT_KEYS = frozenset(name for name, _ in _EFFECT_FIELDS)
+_EFFECT_VALUES = operator.itemgetter(*(name for name, _ in _EFFECT_FIELDS))
 
 
 def genesis(session_id: str) -> str:
@@ -127,45 +148,37 @@ def verify_chain(
     last_seq: int | None = None
     last_seq_at = -1
     last_ts: str | None = None
-    last_ts_key: tuple[int, int, int, int, int, int, str] | None = None
+    last_ts_key: tuple[str, str, str] | None = None
+    shapes = _Shapes()
 
     for i, entry in enumerate(entries):
-        where = f"audit.entries[{i}]"
-        if not isinstance(entry, Mapping):
+        plain = shapes.plain_kind(entry)
+        if plain is not None:
+            # Every field present with its exact type: no shape finding is possible.
+            # `where` is only built for a finding: most entries have none.
+            if plain == "tool_call" and entry["decision"] not in DECISIONS:
+                _check_decision(out, entry["decision"], f"audit.entries[{i}]")
+            if plain != "tool_call" or not 0 < i < n - 1:
+                _check_position(out, plain, i, n, f"audit.entries[{i}]")
+        elif not isinstance(entry, Mapping):
             out.add(
                 "audit.entry_malformed",
                 f"entry {i} is not an object",
-                where,
+                f"audit.entries[{i}]",
                 expected="object",
                 found=json_type(entry),
             )
             link = None
             continue
-
-        _check_fields(out, entry, where, _COMMON_FIELDS)
-        kind = entry.get("kind")
-        if isinstance(kind, str):
-            kind_fields = _KIND_FIELDS.get(kind)
-            if kind_fields is None:
-                out.add(
-                    "audit.entry_malformed",
-                    f"entry {i} has an unknown kind",
-                    f"{where}.kind",
-                    expected=" | ".join(KINDS),
-                    found=show(kind),
-                )
-            else:
-                _check_fields(out, entry, where, kind_fields)
-                if kind == "tool_call":
-                    _check_tool_call(out, entry, where)
-            _check_position(out, kind, i, n, where)
+        else:
+            _check_shape(out, entry, i, n, f"audit.entries[{i}]")
 
         v = entry.get("v")
         if type(v) is int and v != 1:
             out.add(
                 "audit.entry_malformed",
                 f"entry {i} has an unsupported version",
-                f"{where}.v",
+                f"audit.entries[{i}].v",
                 expected="1",
                 found=str(v),
             )
@@ -175,7 +188,7 @@ def verify_chain(
             out.add(
                 "audit.session_mismatch",
                 f"entry {i} names another session",
-                f"{where}.session_id",
+                f"audit.entries[{i}].session_id",
                 expected=session_id,
                 found=sid,
             )
@@ -187,7 +200,7 @@ def verify_chain(
                 out.add(
                     "audit.seq_gap",
                     f"entry {i} has seq {seq} where {want} follows",
-                    f"{where}.seq",
+                    f"audit.entries[{i}].seq",
                     expected=str(want),
                     found=str(seq),
                 )
@@ -200,7 +213,7 @@ def verify_chain(
                 out.add(
                     "audit.entry_malformed",
                     f"entry {i} has a timestamp that is not RFC 3339 UTC",
-                    f"{where}.ts",
+                    f"audit.entries[{i}].ts",
                     expected="RFC 3339 UTC date-time",
                     found=show(ts),
                 )
@@ -209,7 +222,7 @@ def verify_chain(
                     out.add(
                         "audit.ts_backwards",
                         f"entry {i} is timestamped before the entry preceding it",
-                        f"{where}.ts",
+                        f"audit.entries[{i}].ts",
                         expected=f">= {last_ts}",
                         found=ts,
                     )
@@ -221,19 +234,19 @@ def verify_chain(
             out.add(
                 "audit.prev_mismatch",
                 f"entry {i} does not link to {before}",
-                f"{where}.prev",
+                f"audit.entries[{i}].prev",
                 expected=link,
                 found=prev,
             )
 
         try:
-            computed: str | None = entry_hash(entry)
+            computed: str | None = _plain_hash(entry) if plain is not None else entry_hash(entry)
         except CanonicalizationError as exc:
             computed = None
             out.add(
                 "audit.entry_malformed",
                 f"entry {i} has no JCS form, so it cannot be hashed: {exc}",
-                where,
+                f"audit.entries[{i}]",
                 expected="a JSON object with a JCS form",
                 found=str(exc),
             )
@@ -243,7 +256,7 @@ def verify_chain(
                 out.add(
                     "audit.hash_mismatch",
                     f"entry {i}'s hash does not match its content",
-                    f"{where}.hash",
+                    f"audit.entries[{i}].hash",
                     expected=computed,
                     found=stated,
                 )
@@ -262,6 +275,103 @@ def verify_chain(
             found=head if isinstance(head, str) else show(head),
         )
     return out.result()
+
+
+def _plain_hash(entry: Mapping[str, Any]) -> str:
+    """`entry_hash` of an entry `_Shapes.plain_kind` admitted, without walking it again."""
+    body = dict(entry)
+    del body["hash"]
+    return hashlib.sha256(ENTRY_DOMAIN + canonicalize_plain(body)).hexdigest()
+
+
+class _Shapes:
+    """Which entries are plain: a dict holding exactly the fields of its kind,
+    each of the type `_check_fields` wants, with safe integers, and effects that
+    are plain too.
+
+    A plain entry has no shape finding, and orjson writes its JCS form (see
+    `audit.jcs.canonicalize_plain`), so one look at it replaces both the field
+    checks and the encoder's walk. The key set is judged once per key order
+    (a trail has a few); the values are checked with as few Python steps as
+    possible, since this runs on every entry: the string fields at once with
+    `str.join`, which refuses anything else.
+    """
+
+    def __init__(self) -> None:
+        self._kinds: dict[tuple[Any, ...], str | None] = {}
+
+    def plain_kind(self, entry: object) -> str | None:
+        """The kind of `entry` when it is plain, else None."""
+        if type(entry) is not dict:
+            return None
+        keys = tuple(entry)
+        try:
+            kind = self._kinds[keys]
+        except KeyError:
+            kind = self._kinds[keys] = _kind_of_keys(keys)
+        if kind is None:
+            return None
+        stated = entry["kind"]
+        if type(stated) is not str or stated != kind:
+            return None
+        try:
+            "".join(_STRINGS[kind](entry))
+        except TypeError:
+            return None
+        v, seq = entry["v"], entry["seq"]
+        if (
+            type(v) is not int
+            or type(seq) is not int
+            or not -_MAX_SAFE_INT <= v <= _MAX_SAFE_INT
+            or not -_MAX_SAFE_INT <= seq <= _MAX_SAFE_INT
+        ):
+            return None
+        if kind == "tool_call":
+            checkpoint, effects = entry["checkpoint"], entry["effects"]
+            if checkpoint is not None and not isinstance(checkpoint, str):
+                return None
+            if type(effects) is not list:
+                return None
+            for effect in effects:
+                if type(effect) is not dict or effect.keys() != _EFFECT_KEYS:
+                    return None
+                path, before, after = _EFFECT_VALUES(effect)
+                if not (
+                    isinstance(path, str)
+                    and (before is None or isinstance(before, str))
+                    and (after is None or isinstance(after, str))
+                ):
+                    return None
+        return kind
+
+
+def _kind_of_keys(keys: tuple[Any, ...]) -> str | None:
+    """The kind whose fields are exactly `keys`; None if none."""
+    for kind, names in _KIND_KEYS.items():
+        if len(keys) == len(names) and set(keys) == names:
+            return kind
+    return None
+
+
+def _check_shape(out: Findings, entry: Mapping[str, Any], i: int, n: int, where: str) -> None:
+    """The field checks of an entry that is not plain: every missing or mistyped field."""
+    _check_fields(out, entry, where, _COMMON_FIELDS)
+    kind = entry.get("kind")
+    if isinstance(kind, str):
+        kind_fields = _KIND_FIELDS.get(kind)
+        if kind_fields is None:
+            out.add(
+                "audit.entry_malformed",
+                f"entry {i} has an unknown kind",
+                f"{where}.kind",
+                expected=" | ".join(KINDS),
+                found=show(kind),
+            )
+        else:
+            _check_fields(out, entry, where, kind_fields)
+            if kind == "tool_call":
+                _check_tool_call(out, entry, where)
+        _check_position(out, kind, i, n, where)
 
 
 def _check_count(out: Findings, count: object, n: int) -> None:
@@ -298,8 +408,7 @@ def _check_fields(
             )
 
 
-def _check_tool_call(out: Findings, entry: Mapping[str, Any], where: str) -> None:
-    decision = entry.get("decision")
+def _check_decision(out: Findings, decision: object, where: str) -> None:
     if isinstance(decision, str) and decision not in DECISIONS:
         out.add(
             "audit.entry_malformed",
@@ -308,6 +417,10 @@ def _check_tool_call(out: Findings, entry: Mapping[str, Any], where: str) -> Non
             expected=" | ".join(DECISIONS),
             found=show(decision),
         )
+
+
+def _check_tool_call(out: Findings, entry: Mapping[str, Any], where: str) -> None:
+    _check_decision(out, entry.get("decision"), where)
     effects = entry.get("effects")
     if isinstance(effects, list):
         for j, effect in enumerate(effects):
@@ -351,17 +464,30 @@ def _check_position(out: Findings, kind: str, i: int, n: int, where: str) -> Non
         )
 
 
-def _ts_key(ts: str) -> tuple[int, int, int, int, int, int, str] | None:
-    """A sort key for an RFC 3339 UTC timestamp, or None when `ts` is not one."""
+def _ts_key(ts: str) -> tuple[str, str, str] | None:
+    """A sort key for an RFC 3339 UTC timestamp, or None when `ts` is not one.
+
+    The date and the time are fixed-width digits, so as strings they sort as the
+    instants they name; fraction digits without trailing zeros compare as
+    strings like the numbers they are.
+    """
     m = _TS.fullmatch(ts)
     if m is None:
         return None
-    year, month, day, hour, minute, second = map(int, m.group(1, 2, 3, 4, 5, 6))
-    if second > 60:  # 60 is a leap second, which datetime cannot hold
+    day, time, fraction = m.groups("")
+    if day[8:] > "28" and not _real_date(day):
         return None
+    return (day, time, fraction.rstrip("0"))
+
+
+@functools.lru_cache(maxsize=1024)
+def _real_date(day: str) -> bool:
+    """Whether `YYYY-MM-DD` (year, month and day in range) names a day of the calendar.
+
+    Cached: the entries of a trail share a few days.
+    """
     try:
-        datetime(year, month, day, hour, minute, min(second, 59))
+        date(int(day[:4]), int(day[5:7]), int(day[8:]))
     except ValueError:
-        return None
-    # Fraction digits without trailing zeros compare as strings like the numbers they are.
-    return (year, month, day, hour, minute, second, (m.group(7) or "").rstrip("0"))
+        return False
+    return True

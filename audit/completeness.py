@@ -52,63 +52,110 @@ def check_completeness(
 ) -> list[Finding]:
     """Hold the `tool_call` entries against `calls`, and their effects against `claims`."""
     out = Findings()
-    by_call = _tool_calls_by_id(entries)
-    _check_calls(out, entries, by_call, calls)
-    net = _compose_effects(out, entries)
+    index = _index(entries)
+    _check_calls(out, entries, index, calls)
+    net = _compose_effects(out, index.with_effects)
     _check_claims(out, net, claims)
     return out.result()
 
 
-def _tool_calls_by_id(entries: Sequence[Any]) -> dict[str, list[int]]:
-    """Indexes of the `tool_call` entries, by call id, in trail order."""
-    by_call: dict[str, list[int]] = {}
+@dataclass(slots=True)
+class _Index:
+    """The `tool_call` entries, gathered in one pass over the trail.
+
+    `first` holds the index of each call id's first entry and `extra` the later
+    ones (rare: most ids have one entry, and a list per id would cost a list per
+    call); `with_effects` the entries that record effects, in trail order.
+    """
+
+    first: dict[str, int]
+    extra: dict[str, list[int]]
+    with_effects: list[tuple[int, Mapping[str, Any], list[Any]]]
+
+    def at(self, call_id: str) -> list[int]:
+        """Indexes of the entries of `call_id`, in trail order (empty if none)."""
+        first = self.first.get(call_id)
+        if first is None:
+            return []
+        return [first, *self.extra.get(call_id, ())]
+
+
+def _index(entries: Sequence[Any]) -> _Index:
+    first: dict[str, int] = {}
+    extra: dict[str, list[int]] = {}
+    with_effects: list[tuple[int, Mapping[str, Any], list[Any]]] = []
     for i, entry in enumerate(entries):
-        if isinstance(entry, Mapping) and entry.get("kind") == "tool_call":
-            call_id = entry.get("call_id")
-            if isinstance(call_id, str):
-                by_call.setdefault(call_id, []).append(i)
-    return by_call
+        # `type(...) is dict` first: an ABC's isinstance is slow, and nearly every entry is a dict.
+        if not (type(entry) is dict or isinstance(entry, Mapping)):
+            continue
+        if entry.get("kind") != "tool_call":
+            continue
+        call_id = entry.get("call_id")
+        if isinstance(call_id, str) and first.setdefault(call_id, i) != i:
+            extra.setdefault(call_id, []).append(i)
+        effects = entry.get("effects")
+        if isinstance(effects, list) and effects:
+            with_effects.append((i, entry, effects))
+    return _Index(first, extra, with_effects)
 
 
 def _check_calls(
     out: Findings,
     entries: Sequence[Any],
-    by_call: dict[str, list[int]],
+    index: _Index,
     calls: Sequence[Call],
 ) -> None:
     seen: set[str] = set()
+    first, extras = index.first, index.extra
     for call in calls:
-        if call.call_id in seen:
+        call_id = call.call_id
+        if call_id in seen:
             # Two calls with one id is the trajectory's fault; its check reports it.
             continue
-        seen.add(call.call_id)
+        seen.add(call_id)
         if call.response is None:
             out.add(
                 "audit.response_missing",
-                f"call {call.call_id} ({call.tool}) has no function_response",
-                expected=call.call_id,
+                f"call {call_id} ({call.tool}) has no function_response",
+                expected=call_id,
             )
-        at = by_call.get(call.call_id)
-        if not at:
+        i = first.get(call_id)
+        if i is None:
             out.add(
                 "audit.call_without_entry",
-                f"call {call.call_id} ({call.tool}) has no tool_call entry in the audit trail",
-                expected=call.call_id,
+                f"call {call_id} ({call.tool}) has no tool_call entry in the audit trail",
+                expected=call_id,
             )
             continue
-        for extra in at[1:]:
+        if extras:
+            for extra in extras.get(call_id, ()):
+                out.add(
+                    "audit.duplicate_entry",
+                    f"call {call_id} has another tool_call entry, entry {i} being the first",
+                    f"audit.entries[{extra}]",
+                    expected=f"one entry, audit.entries[{i}]",
+                    found=call_id,
+                )
+        # The entry against its call (inlined: this loop runs once per call).
+        entry = entries[i]
+        tool = entry.get("tool")
+        if tool != call.tool and isinstance(tool, str):
             out.add(
-                "audit.duplicate_entry",
-                f"call {call.call_id} has another tool_call entry, entry {at[0]} being the first",
-                f"audit.entries[{extra}]",
-                expected=f"one entry, audit.entries[{at[0]}]",
-                found=call.call_id,
+                "audit.tool_mismatch",
+                f"entry {i} names another tool than call {call_id}",
+                f"audit.entries[{i}].tool",
+                expected=call.tool,
+                found=tool,
             )
-        _check_entry(out, entries[at[0]], at[0], call)
+        _check_digest(out, entry, i, "args_sha256", call.args, "audit.args_mismatch", call)
+        if call.response is not None:
+            _check_digest(
+                out, entry, i, "result_sha256", call.response, "audit.result_mismatch", call
+            )
 
-    for call_id, at in by_call.items():
+    for call_id in index.first:
         if call_id not in seen:
-            for i in at:
+            for i in index.at(call_id):
                 out.add(
                     "audit.entry_without_call",
                     f"entry {i} records call {call_id}, which the trajectory does not hold",
@@ -117,28 +164,10 @@ def _check_calls(
                 )
 
 
-def _check_entry(out: Findings, entry: Mapping[str, Any], i: int, call: Call) -> None:
-    where = f"audit.entries[{i}]"
-    tool = entry.get("tool")
-    if isinstance(tool, str) and tool != call.tool:
-        out.add(
-            "audit.tool_mismatch",
-            f"entry {i} names another tool than call {call.call_id}",
-            f"{where}.tool",
-            expected=call.tool,
-            found=tool,
-        )
-    _check_digest(out, entry, where, "args_sha256", call.args, "audit.args_mismatch", call)
-    if call.response is not None:
-        _check_digest(
-            out, entry, where, "result_sha256", call.response, "audit.result_mismatch", call
-        )
-
-
 def _check_digest(
     out: Findings,
     entry: Mapping[str, Any],
-    where: str,
+    i: int,
     field: str,
     value: Mapping[str, Any],
     code: str,
@@ -147,40 +176,38 @@ def _check_digest(
     stated = entry.get(field)
     if not isinstance(stated, str):
         return
-    what = "arguments" if field == "args_sha256" else "response"
     try:
         want = jcs_sha256(value)
     except CanonicalizationError as exc:
+        what = "arguments" if field == "args_sha256" else "response"
         out.add(
             code,
             f"the {what} of call {call.call_id} have no JCS form, so no hash can match: {exc}",
-            f"{where}.{field}",
+            f"audit.entries[{i}].{field}",
             found=stated,
         )
         return
     if stated != want:
+        what = "arguments" if field == "args_sha256" else "response"
         out.add(
             code,
-            f"{where}.{field} is not the hash of the {what} of call {call.call_id}",
-            f"{where}.{field}",
+            f"audit.entries[{i}].{field} is not the hash of the {what} of call {call.call_id}",
+            f"audit.entries[{i}].{field}",
             expected=want,
             found=stated,
         )
 
 
-def _compose_effects(out: Findings, entries: Sequence[Any]) -> dict[str, list[str | None]]:
+def _compose_effects(
+    out: Findings, with_effects: list[tuple[int, Mapping[str, Any], list[Any]]]
+) -> dict[str, list[str | None]]:
     """The net `[before, after]` per path over all effects, in trail order.
 
     Trail order is seq order when the chain holds; when it does not, the chain
     check already fails the trail.
     """
     net: dict[str, list[str | None]] = {}
-    for i, entry in enumerate(entries):
-        if not isinstance(entry, Mapping) or entry.get("kind") != "tool_call":
-            continue
-        effects = entry.get("effects")
-        if not isinstance(effects, list) or not effects:
-            continue
+    for i, entry, effects in with_effects:
         if entry.get("decision") in _DENIED:
             out.add(
                 "audit.denied_with_effects",

@@ -22,6 +22,10 @@ otherwise. Why the two agree on such values:
 Floats, larger integers, other keys and other types (subclasses included) go
 to the library. tests/audit/test_jcs_fast_path.py holds the two paths to the
 same bytes on generated values.
+
+`canonicalize_plain` is the same fast path without the walk, for a caller that
+has checked the value's types itself: the audit chain, which checks every
+field of every entry anyway (tests/audit/test_chain_fast_path.py).
 """
 
 from __future__ import annotations
@@ -33,10 +37,17 @@ from typing import Any
 import orjson
 import rfc8785
 
-__all__ = ["CanonicalizationError", "canonicalize", "jcs_sha256", "sha256_hex"]
+__all__ = [
+    "CanonicalizationError",
+    "canonicalize",
+    "canonicalize_plain",
+    "jcs_sha256",
+    "sha256_hex",
+]
 
 _MAX_SAFE_INT = 2**53 - 1
 _SCALARS = frozenset((str, bool, type(None)))
+_PLAIN_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_STRICT_INTEGER
 
 
 class CanonicalizationError(ValueError):
@@ -56,10 +67,27 @@ def canonicalize(value: Any) -> bytes:
     """
     try:
         if _encoder_agrees(value):
-            return _encode(value)
+            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)  # `_encode`, inlined
     except (orjson.JSONEncodeError, RecursionError):
         pass  # a lone surrogate or a deep value: the library says what is wrong
     return _library(value)
+
+
+def canonicalize_plain(value: Any) -> bytes:
+    """`canonicalize` for a value the caller has already proven plain enough.
+
+    The audit chain checks every field of an entry anyway, so it proves there
+    what the walk (`_encoder_agrees`) would, and the entry is not walked twice.
+    The caller guarantees: dicts with ASCII string keys, lists, strings,
+    booleans, None and integers only. Subclasses of str, int, dict and list and
+    integers beyond +-(2**53 - 1) may remain: orjson is told to refuse them
+    (`OPT_PASSTHROUGH_SUBCLASS`, `OPT_STRICT_INTEGER`), as it refuses a lone
+    surrogate, and the library then decides, as it would in `canonicalize`.
+    """
+    try:
+        return orjson.dumps(value, option=_PLAIN_OPTIONS)
+    except (orjson.JSONEncodeError, RecursionError):
+        return _library(value)
 
 
 def sha256_hex(data: bytes) -> str:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import copy
+import gc
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from google.genai import types
 
 from verifier.errors import InvalidReport
-from verifier.trajectory import load_trajectory
+from verifier.trajectory import gc_paused, load_trajectory
 
 SIG = b"\x01\x02sig\xfe\xff\x00"
 
@@ -109,6 +113,47 @@ def test_unknown_keys_are_stripped_and_recorded_not_fatal() -> None:
         "trajectory.contents.0.parts.0.partExtra",
         "trajectory.contents.0.parts.0.function_call.newCallField",
     }
+
+
+def test_stripping_keeps_the_known_keys_around_unknown_ones_and_leaves_the_input_alone() -> None:
+    contents = [
+        {"role": "user", "parts": [{"text": "go"}]},
+        {
+            "role": "model",
+            "parts": [
+                {"text": "thinking"},
+                {
+                    "thought": True,
+                    "odd": 1,
+                    "function_call": {"id": "c1", "name": "read_file", "args": {"path": "a"}},
+                    "thought_signature": "AQJzaWf-_wA",
+                    "later": 2,
+                },
+            ],
+            "zz": None,
+        },
+    ]
+    before = copy.deepcopy(contents)
+    trajectory = load_trajectory(contents)
+    assert contents == before
+    assert trajectory.ignored_keys == (
+        "trajectory.contents.1.parts.1.odd",
+        "trajectory.contents.1.parts.1.later",
+        "trajectory.contents.1.zz",
+    )
+    parts = trajectory.contents[1].parts
+    assert parts is not None
+    part = parts[1]
+    assert (part.thought, part.thought_signature) == (True, SIG)
+    assert part.function_call is not None and part.function_call.id == "c1"
+    assert trajectory.contents[0] == types.Content(role="user", parts=[types.Part(text="go")])
+
+
+def test_bad_signature_deep_in_a_list_names_its_place() -> None:
+    turn = {"role": "model", "parts": [{"text": "a"}, {"text": "b", "thoughtSignature": "!!"}]}
+    with pytest.raises(InvalidReport) as info:
+        load_trajectory([_call_turn(), turn])
+    assert info.value.field == "trajectory.contents.1.parts.1.thoughtSignature"
 
 
 def test_args_keep_unknown_looking_keys() -> None:
@@ -234,3 +279,98 @@ def test_a_content_that_is_not_an_object_names_the_index() -> None:
     with pytest.raises(InvalidReport) as info:
         load_trajectory([{"role": "user", "parts": []}, "oops"])
     assert info.value.field == "trajectory.contents.1"
+
+
+# -- the collector paused while loading ------------------------------------------
+
+
+@pytest.fixture
+def collector_on() -> Iterator[None]:
+    was = gc.isenabled()
+    gc.enable()
+    try:
+        yield
+    finally:
+        if not was:
+            gc.disable()
+
+
+@pytest.mark.usefixtures("collector_on")
+def test_collector_is_paused_inside_and_running_again_after() -> None:
+    with gc_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+@pytest.mark.usefixtures("collector_on")
+def test_collector_resumes_after_an_error_too() -> None:
+    with pytest.raises(InvalidReport):
+        load_trajectory([_call_turn(thought_signature="not base64 at all!")])
+    assert gc.isenabled()
+
+
+@pytest.mark.usefixtures("collector_on")
+def test_nested_pause_resumes_only_when_the_outer_block_ends() -> None:
+    with gc_paused():
+        load_trajectory([_call_turn()])  # paused itself, nested here
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+@pytest.mark.usefixtures("collector_on")
+def test_objects_built_while_paused_go_to_the_oldest_generation_unscanned() -> None:
+    with gc_paused():
+        marker = [{"built": "while paused"}]
+    assert gc.get_freeze_count() == 0
+    assert any(o is marker for o in gc.get_objects(generation=2))
+
+
+@pytest.mark.usefixtures("collector_on")
+def test_objects_the_process_froze_stay_frozen() -> None:
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with gc_paused():
+            marker = [{"built": "while paused"}]
+        assert gc.get_freeze_count() == frozen
+        assert any(o is marker for o in gc.get_objects(generation=0))
+    finally:
+        gc.unfreeze()
+
+
+def test_collector_stopped_by_the_caller_stays_stopped() -> None:
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        load_trajectory([_call_turn()])
+        assert not gc.isenabled()
+    finally:
+        if was:
+            gc.enable()
+
+
+@pytest.mark.usefixtures("collector_on")
+def test_overlapping_pauses_in_two_threads_resume_after_the_last() -> None:
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    seen: list[bool] = []
+
+    def first() -> None:
+        with gc_paused():
+            first_in.set()
+            second_in.wait(5)
+        first_out.set()
+
+    def second() -> None:
+        first_in.wait(5)
+        with gc_paused():
+            second_in.set()
+            first_out.wait(5)
+            seen.append(gc.isenabled())  # the first thread has left; this one has not
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert seen == [False]
+    assert gc.isenabled()

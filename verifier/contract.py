@@ -33,6 +33,7 @@ from pydantic import (
     ValidationError,
 )
 
+from verifier._gc import gc_paused
 from verifier.errors import InvalidReport
 
 if TYPE_CHECKING:  # the SDK costs half a second to import: only the trajectory needs it
@@ -221,6 +222,7 @@ def canonical_status(raw: str) -> str:
     return STATUS_ALIASES.get(raw, raw)
 
 
+@gc_paused()  # millions of objects that all survive: see gc_paused
 def parse_report(raw: bytes) -> Report:
     """Read bytes as a session report v1, or raise `InvalidReport` naming the field."""
     report = parse_document(raw)
@@ -228,6 +230,7 @@ def parse_report(raw: bytes) -> Report:
     return report
 
 
+@gc_paused()
 def parse_document(raw: bytes) -> Report:
     """Read everything but the trajectory (`Report.trajectory` loads it when asked)."""
     if len(raw) > MAX_REPORT_BYTES:

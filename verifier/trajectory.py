@@ -20,7 +20,6 @@ import binascii
 import functools
 import types as pytypes
 import typing
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,9 +27,10 @@ from typing import Any
 import pydantic
 from google.genai import types
 
+from verifier._gc import gc_paused
 from verifier.errors import InvalidReport
 
-__all__ = ["ToolCall", "Trajectory", "load_trajectory"]
+__all__ = ["ToolCall", "Trajectory", "gc_paused", "load_trajectory"]
 
 
 @dataclass(frozen=True)
@@ -72,18 +72,22 @@ class Trajectory:
     misplaced_calls: tuple[ToolCall, ...] = ()
 
 
+@gc_paused()
 def load_trajectory(contents: Sequence[Any]) -> Trajectory:
     """Load the contents with the SDK's types and pair calls with responses."""
     loaded: list[types.Content] = []
     ignored: list[str] = []
+    validate = types.Content.model_validate
     for i, item in enumerate(contents):
-        where = f"trajectory.contents.{i}"
         if not isinstance(item, dict):
-            raise InvalidReport(where, f"expected an object, got {type(item).__name__}")
-        cleaned = _strip(item, types.Content, where, ignored)
+            raise InvalidReport(
+                f"trajectory.contents.{i}", f"expected an object, got {type(item).__name__}"
+            )
+        cleaned = _strip(item, types.Content, ("trajectory.contents", i), ignored)
         try:
-            loaded.append(types.Content.model_validate(cleaned))
+            loaded.append(validate(cleaned))
         except pydantic.ValidationError as exc:
+            where = f"trajectory.contents.{i}"
             error = exc.errors()[0]
             loc = ".".join(str(p) for p in error["loc"])
             raise InvalidReport(f"{where}.{loc}" if loc else where, error["msg"]) from None
@@ -120,15 +124,19 @@ def _pair(
                 for k, p in enumerate(following.parts or ())
                 if p.function_response
             ]
-        by_id = {r.id: (k, r) for k, r in responses if r.id}
-        by_name: dict[str | None, list[tuple[int, types.FunctionResponse]]] = defaultdict(list)
+        by_id: dict[str, tuple[int, types.FunctionResponse]] = {}
+        by_name: dict[str | None, list[tuple[int, types.FunctionResponse]]] = {}
         for k, r in responses:
-            if not r.id:
-                by_name[r.name].append((k, r))
+            if r.id:
+                by_id[r.id] = (k, r)
+            else:
+                by_name.setdefault(r.name, []).append((k, r))
         for j, fc in found:
             match = by_id.pop(fc.id, None) if fc.id else None
-            if match is None and not fc.id and by_name[fc.name]:
-                match = by_name[fc.name].pop(0)
+            if match is None and not fc.id:
+                queue = by_name.get(fc.name)
+                if queue:
+                    match = queue.pop(0)
             if match is not None:
                 used.add((i + 1, match[0]))
             calls.append(_call(i, j, fc, match[1] if match else None))
@@ -155,27 +163,90 @@ def _call(
     )
 
 
-def _strip(value: Any, model: type[pydantic.BaseModel], where: str, ignored: list[str]) -> Any:
-    """Drop keys `model` does not know, recursively; decode thought signatures."""
+# Where a value sits, built only when a key is ignored or a signature is bad: a
+# dotted string, or (the parent's place, a key or list index).
+_Where = str | tuple[Any, str | int]
+
+
+def _strip(value: Any, model: type[pydantic.BaseModel], where: _Where, ignored: list[str]) -> Any:
+    """Drop keys `model` does not know, recursively; decode thought signatures.
+
+    Copy on write: a dict in which nothing changes is returned as it is, and
+    locations are only spelled out for what is reported. This runs on every
+    part of every turn, and nearly all of them are left as they are.
+    """
     if not isinstance(value, dict):
         return value
-    known = _fields(model)
-    out: dict[str, Any] = {}
+    spec = _spec(model)
+    out: dict[str, Any] | None = None
     for key, item in value.items():
-        name = known.get(key)
-        if name is None:
-            ignored.append(f"{where}.{key}")
+        field = spec.get(key)
+        if field is None:
+            if out is None:
+                out = _keys_before(value, key)
+            ignored.append(_spell(where, key))
             continue
-        if name == "thought_signature" and isinstance(item, str):
-            item = _b64decode(item, f"{where}.{key}")
-        sub = _submodel(model, name)
+        name, sub = field
+        new = item
         if sub is not None:
             if isinstance(item, list):
-                item = [_strip(x, sub, f"{where}.{key}.{n}", ignored) for n, x in enumerate(item)]
-            else:
-                item = _strip(item, sub, f"{where}.{key}", ignored)
+                new = _strip_list(item, sub, (where, key), ignored)
+            elif isinstance(item, dict):
+                new = _strip(item, sub, (where, key), ignored)
+        elif name == "thought_signature" and isinstance(item, str):
+            new = _b64decode(item, _spell(where, key))
+        if out is not None:
+            out[key] = new
+        elif new is not item:
+            out = _keys_before(value, key)
+            out[key] = new
+    return value if out is None else out
+
+
+def _strip_list(
+    items: list[Any], model: type[pydantic.BaseModel], where: _Where, ignored: list[str]
+) -> list[Any]:
+    """`_strip` of each element; the same list when none changes."""
+    out: list[Any] | None = None
+    for n, item in enumerate(items):
+        new = _strip(item, model, (where, n), ignored)
+        if out is not None:
+            out.append(new)
+        elif new is not item:
+            out = items[:n]
+            out.append(new)
+    return items if out is None else out
+
+
+def _keys_before(value: dict[str, Any], stop: str) -> dict[str, Any]:
+    """A copy of `value`'s items that come before the key `stop`."""
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if key == stop:
+            break
         out[key] = item
     return out
+
+
+def _spell(where: _Where, key: str | int) -> str:
+    """The dotted location of `key` under `where`."""
+    names = [str(key)]
+    while isinstance(where, tuple):
+        where, step = where
+        names.append(str(step))
+    names.append(where)
+    return ".".join(reversed(names))
+
+
+@functools.cache
+def _spec(
+    model: type[pydantic.BaseModel],
+) -> dict[str, tuple[str, type[pydantic.BaseModel] | None]]:
+    """Each spelling of `model`'s fields: the field's name and the SDK model inside it.
+
+    One lookup per key: `_strip` runs on every part of every turn.
+    """
+    return {key: (name, _submodel(model, name)) for key, name in _fields(model).items()}
 
 
 @functools.cache

@@ -8,9 +8,13 @@ arguments and responses (file text with non-ASCII characters, command output),
 so that every call's arguments and response are hashed too. About a third of
 the calls change a file (one effect each), and the claims are the net effects.
 
-The subject is `audit.verify_trail`; the raw operation is SHA-256 over each
-entry's JSON bytes (``json.dumps(entry).encode()``, computed beforehand).
-`verify_chain` and `check_completeness` are timed alone to show what dominates.
+The subject is `audit.verify_trail`. The targeted ratio is against the floor of
+this design: the fast encoder (orjson, sorted keys: the JCS bytes of these
+values) and SHA-256 over every value the trail has hashed (the 10,000 entries
+and every call's arguments and response), with no check at all. For context,
+every row is also given against SHA-256 over each entry's JSON bytes
+(``json.dumps(entry).encode()``, computed beforehand), and `verify_chain` and
+`check_completeness` are timed alone to show what dominates.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from tests.benchmarks.timing import Result, Row, measure
 
 ENTRIES = 10_000
 SESSION = "s-bench-2026-11-29-0001"
-TARGET = 3.0
+TARGET = 2.5  # verify_trail / the floor
 
 _VOCABULARY = (
     "def return self value result items index path data config error check commit "
@@ -175,18 +179,22 @@ def run(_tmp: Path, repeat: int) -> Result:
     }
     t = measure(runs, repeat)
     raw_name = f"sha256 of the {ENTRIES:,} entries' JSON bytes"
+    floor_name = "orjson-encoded JCS + SHA-256 of all, no checks"
     target = f"<= {TARGET:g}x"
     rows = [
-        Row("audit", "verify_trail", t["verify"], raw_name, t["raw"], target, TARGET * t["raw"]),
-        Row("audit", "of which verify_chain", t["chain"], raw_name, t["raw"]),
-        Row("audit", "of which check_completeness", t["completeness"], raw_name, t["raw"]),
         Row(
             "audit",
-            "orjson-encoded JCS + SHA-256 of all, no checks",
+            "verify_trail",
+            t["verify"],
+            floor_name,
             t["encode"],
-            raw_name,
-            t["raw"],
+            target,
+            TARGET * t["encode"],
         ),
+        Row("audit", "verify_trail", t["verify"], raw_name, t["raw"]),
+        Row("audit", "of which verify_chain", t["chain"], raw_name, t["raw"]),
+        Row("audit", "of which check_completeness", t["completeness"], raw_name, t["raw"]),
+        Row("audit", floor_name, t["encode"], raw_name, t["raw"]),
     ]
     facts = {
         "entries": f"{len(entries):,}, {sum(map(len, blobs)) // len(blobs)} JSON bytes on average",
