@@ -102,6 +102,16 @@ class Patterns:
     def is_test(self, path: str) -> bool:
         return any(glob_matches(glob, path) for glob in self.test_paths)
 
+    def applicable(self, path: str) -> list[Pattern]:
+        """The patterns that look at `path` (callers read only files some pattern wants)."""
+        is_test = self.is_test(path)
+        return [
+            p
+            for p in self.patterns
+            if (p.applies_to == "all" or not is_test)
+            and any(glob_matches(glob, path) for glob in p.files)
+        ]
+
 
 @dataclass(frozen=True)
 class _Hit:
@@ -277,13 +287,7 @@ def scan(
 
 
 def _scan_file(path: str, data: bytes, patterns: Patterns, notes: list[str] | None) -> list[_Hit]:
-    is_test = patterns.is_test(path)
-    wanted = [
-        p
-        for p in patterns.patterns
-        if (p.applies_to == "all" or not is_test)
-        and any(glob_matches(glob, path) for glob in p.files)
-    ]
+    wanted = patterns.applicable(path)
     if not wanted:
         return []
     if len(data) > patterns.max_file_bytes:
