@@ -399,4 +399,3 @@ def test_a_pattern_id_used_twice_is_refused(tmp_path: Path) -> None:
 def test_a_missing_patterns_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(PatternsError, match="cannot read the tampering patterns"):
         load_patterns(tmp_path / "absent.toml")
-

@@ -22,9 +22,10 @@ is not a hit (Python could not import it either): it is skipped and noted.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import tomllib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -343,9 +344,18 @@ def _finding(hit: _Hit) -> Finding:
     )
 
 
-def _under(name: str | None, prefixes: Sequence[str]) -> bool:
-    """Whether the dotted `name` is one of `prefixes` or inside one."""
-    return name is not None and any(name == p or name.startswith(p + ".") for p in prefixes)
+def _under(name: str | None, prefixes: Collection[str]) -> bool:
+    """Whether the dotted `name` is one of `prefixes` or inside one (``a.b`` is under ``a``)."""
+    if name is None:
+        return False
+    if name in prefixes:
+        return True
+    dot = name.find(".")
+    while dot != -1:
+        if name[:dot] in prefixes:
+            return True
+        dot = name.find(".", dot + 1)
+    return False
 
 
 class _PythonFile:
@@ -354,6 +364,9 @@ class _PythonFile:
     def __init__(self, tree: ast.Module) -> None:
         self.tree = tree
         self.nodes = list(ast.walk(tree))
+        # Each pattern walks the same nodes: what they ask is computed once per file.
+        self._resolved: dict[int, str | None] = {}
+        self.calls = [n for n in self.nodes if isinstance(n, ast.Call)]
         # Local name -> the dotted name it stands for, from every import in the file
         # (whatever the scope: a tripwire prefers a false alarm to a miss).
         self.aliases: dict[str, str] = {}
@@ -376,6 +389,12 @@ class _PythonFile:
 
     def resolve(self, node: ast.AST) -> str | None:
         """The dotted name an expression stands for, through the file's imports."""
+        key = id(node)
+        if key not in self._resolved:
+            self._resolved[key] = self._resolve(node)
+        return self._resolved[key]
+
+    def _resolve(self, node: ast.AST) -> str | None:
         if isinstance(node, ast.Name):
             return self.aliases.get(node.id, node.id)
         if isinstance(node, ast.Attribute):
@@ -397,6 +416,50 @@ class _PythonFile:
                     return f"{base}.{attr.value}"
         return None
 
+    @functools.cached_property
+    def loads(self) -> list[tuple[str, int]]:
+        """(dotted name, line) of every name or attribute read."""
+        found: list[tuple[str, int]] = []
+        for node in self.nodes:
+            if isinstance(node, ast.Name | ast.Attribute) and isinstance(node.ctx, ast.Load):
+                name = self.resolve(node)
+                if name is not None:
+                    found.append((name, node.lineno))
+        return found
+
+    @functools.cached_property
+    def imported_names(self) -> list[tuple[str, int]]:
+        """(dotted name, line) of every name a ``from m import name`` imports."""
+        return [
+            (f"{node.module}.{alias.name}", node.lineno)
+            for node in self.nodes
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level
+            for alias in node.names
+        ]
+
+    @functools.cached_property
+    def written(self) -> list[tuple[ast.AST, int]]:
+        return list(self._targets())
+
+    @functools.cached_property
+    def constants(self) -> list[tuple[str, int]]:
+        """(lower-cased text, line) of every string constant that is not a bare statement
+        (a docstring or a string on its own line does nothing)."""
+        inert = {
+            id(n.value)
+            for n in self.nodes
+            if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)
+        }
+        found: list[tuple[str, int]] = []
+        for node in self.nodes:
+            if isinstance(node, ast.Constant) and isinstance(node.value, str | bytes):
+                if id(node) in inert:
+                    continue
+                value = node.value
+                text = value.decode("latin-1") if isinstance(value, bytes) else value
+                found.append((text.lower(), node.lineno))
+        return found
+
     def _is(self, node: ast.AST, name: str) -> bool:
         return self.resolve(node) in (name, f"builtins.{name}")
 
@@ -417,22 +480,23 @@ class _PythonFile:
 
     def lines(self, pattern: Pattern) -> Iterator[int]:
         """The lines where `pattern` matches."""
+        modules, names = frozenset(pattern.modules), frozenset(pattern.names)
         match pattern.kind:
             case "import":
-                return self._imports(pattern.modules)
+                return self._imports(modules)
             case "assign":
-                return self._assignments(pattern.modules)
+                return self._assignments(modules)
             case "reference":
-                return self._references(pattern.names)
+                return self._references(names)
             case "mutate":
-                return self._mutations(pattern.names)
+                return self._mutations(names)
             case "near":
-                return self._near(pattern.names, pattern.contains, pattern.within_lines)
+                return self._near(names, pattern.contains, pattern.within_lines)
             case "string":
                 return self._strings(pattern.contains)
         raise AssertionError(f"not a Python kind: {pattern.kind}")
 
-    def _imports(self, modules: Sequence[str]) -> Iterator[int]:
+    def _imports(self, modules: Collection[str]) -> Iterator[int]:
         for node in self.nodes:
             if isinstance(node, ast.Import):
                 if any(_under(a.name, modules) for a in node.names):
@@ -467,46 +531,40 @@ class _PythonFile:
                 else:
                     yield target, getattr(target, "lineno", getattr(node, "lineno", 0))
 
-    def _assignments(self, modules: Sequence[str]) -> Iterator[int]:
-        for target, line in self._targets():
+    def _assignments(self, modules: Collection[str]) -> Iterator[int]:
+        for target, line in self.written:
             if isinstance(target, ast.Attribute) and _under(self.resolve(target), modules):
                 yield line
-        for node in self.nodes:
-            if not isinstance(node, ast.Call) or not node.args:
+        for node in self.calls:
+            if not node.args:
                 continue
             setter = self._is(node.func, "setattr") or self._is(node.func, "delattr")
             if setter and _under(self.resolve(node.args[0]), modules):
                 yield node.lineno
 
-    def _uses(self, names: Sequence[str]) -> Iterator[int]:
-        for node in self.nodes:
-            if isinstance(node, ast.Name | ast.Attribute) and isinstance(node.ctx, ast.Load):
-                if _under(self.resolve(node), names):
-                    yield node.lineno
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                # `from os import _exit`: the import names it even if the use is hidden
-                if any(_under(f"{node.module}.{a.name}", names) for a in node.names):
-                    yield node.lineno
-            elif (
-                isinstance(node, ast.Call)
-                and self._is(node.func, "getattr")
-                and _under(self.resolve(node), names)
-            ):
+    def _uses(self, names: Collection[str]) -> Iterator[int]:
+        for name, line in self.loads:
+            if _under(name, names):
+                yield line
+        # `from os import _exit`: the import names it even if the use is hidden
+        for name, line in self.imported_names:
+            if _under(name, names):
+                yield line
+        for node in self.calls:
+            if self._is(node.func, "getattr") and _under(self.resolve(node), names):
                 yield node.lineno
 
-    def _references(self, names: Sequence[str]) -> Iterator[int]:
+    def _references(self, names: Collection[str]) -> Iterator[int]:
         return self._uses(names)
 
-    def _mutations(self, names: Sequence[str]) -> Iterator[int]:
-        for target, line in self._targets():
+    def _mutations(self, names: Collection[str]) -> Iterator[int]:
+        for target, line in self.written:
             written = target.value if isinstance(target, ast.Subscript) else target
             if isinstance(target, ast.Subscript | ast.Attribute) and _under(
                 self.resolve(written), names
             ):
                 yield line
-        for node in self.nodes:
-            if not isinstance(node, ast.Call):
-                continue
+        for node in self.calls:
             func = node.func
             if isinstance(func, ast.Attribute) and func.attr in MUTATORS:
                 if _under(self.resolve(func.value), names):
@@ -518,19 +576,12 @@ class _PythonFile:
             ):
                 yield node.lineno
 
-    def _constants(self) -> Iterator[tuple[str, int]]:
-        for node in self.nodes:
-            if isinstance(node, ast.Constant) and isinstance(node.value, str | bytes):
-                value = node.value
-                text = value.decode("latin-1") if isinstance(value, bytes) else value
-                yield text.lower(), node.lineno
-
     def _strings(self, contains: Sequence[str]) -> Iterator[int]:
-        for text, line in self._constants():
+        for text, line in self.constants:
             if any(c in text for c in contains):
                 yield line
 
-    def _near(self, names: Sequence[str], contains: Sequence[str], within: int) -> Iterator[int]:
+    def _near(self, names: Collection[str], contains: Sequence[str], within: int) -> Iterator[int]:
         marked = sorted(set(self._strings(contains)))
         if not marked:
             return
