@@ -399,3 +399,14 @@ def test_a_pattern_id_used_twice_is_refused(tmp_path: Path) -> None:
 def test_a_missing_patterns_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(PatternsError, match="cannot read the tampering patterns"):
         load_patterns(tmp_path / "absent.toml")
+
+
+def test_a_docstring_naming_the_junit_option_is_not_a_hit() -> None:
+    """A bare string statement does nothing; the same text in an assignment does."""
+    doc = src('''
+        """Run pytest with --junitxml=report.xml to get a report."""
+        import sys
+        ARGS = sys.argv[1:]
+    ''')
+    assert scan({"runner.py": doc}, PATTERNS) == []
+    assert scan({"runner.py": doc + b"OPT = '--junitxml'\n"}, PATTERNS) != []
