@@ -53,3 +53,8 @@ def default_config_file() -> Path:
 def profiles_dir() -> Path:
     """The packaged tool profiles (``config/profiles/*.toml``)."""
     return _shipped("_config", "config") / "profiles"
+
+
+def tampering_patterns_file() -> Path:
+    """The packaged patterns of code reaching into the test machinery (``tampering.toml``)."""
+    return _shipped("_config", "config") / "tampering.toml"

@@ -43,6 +43,11 @@ class HeadState:
     # Worktree mode: SHA-256 of every file the changes check read, by path, which
     # the copy for the tests must hold byte for byte.
     files: Mapping[str, str] = field(default_factory=dict, repr=False)
+    # The paths that changed between base and head, sorted, and for those that are
+    # regular files in the head commit their blob ids (empty in worktree mode): what
+    # the tests check scans for tampering (`verifier.tampering`).
+    changed: tuple[str, ...] = ()
+    changed_blobs: Mapping[str, str] = field(default_factory=dict, repr=False)
 
 
 @dataclass

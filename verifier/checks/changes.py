@@ -289,7 +289,9 @@ def _compare(
     }
     result = CheckResult.from_findings(NAME, findings, details)
     mode = "worktree" if head is None else "commit"
-    state = HeadState(mode, base, head, dict(repo.worktree_sha256))
+    at_head = head_tree or {}
+    blobs = {p: at_head[p].sha for p in changed if p in at_head and at_head[p].is_file}
+    state = HeadState(mode, base, head, dict(repo.worktree_sha256), tuple(sorted(changed)), blobs)
     return replace(result, facts=(state,))
 
 

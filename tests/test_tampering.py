@@ -1,0 +1,412 @@
+"""verifier.tampering: every packaged pattern fires on code that reaches into the test
+machinery, and stays quiet on an honest file that looks like it."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from verifier.resources import tampering_patterns_file
+from verifier.tampering import CODE, Patterns, PatternsError, load_patterns, scan
+
+PATTERNS = load_patterns(tampering_patterns_file())
+
+
+def src(text: str) -> bytes:
+    return textwrap.dedent(text).lstrip("\n").encode("utf-8")
+
+
+# pattern id -> (path, source that must trigger it, at this line)
+TRIGGERS: dict[str, tuple[str, bytes, int]] = {
+    "runner-internals-import": (
+        "calc.py",
+        src("""
+            def add(a, b):
+                return a + b
+            from _pytest.python import Function as F
+        """),
+        3,
+    ),
+    "runner-import": ("calc.py", src("import pytest\n"), 1),
+    "runner-attribute-assignment": (
+        "calc.py",
+        src("""
+            import _pytest.python as p
+            def runtest(self):
+                pass
+            p.Function.runtest = runtest
+        """),
+        4,
+    ),
+    "builtins-patching": (
+        "calc.py",
+        src("""
+            import builtins
+            builtins.open = lambda *a, **k: None
+        """),
+        2,
+    ),
+    "builtins-dict-surgery": ("calc.py", src("__builtins__['len'] = lambda x: 0\n"), 1),
+    "sys-modules-surgery": (
+        "calc.py",
+        src("""
+            import sys
+            import types
+            sys.modules["unittest"] = types.ModuleType("unittest")
+        """),
+        3,
+    ),
+    "import-hooks": (
+        "calc.py",
+        src("""
+            import sys
+            sys.meta_path.insert(0, object())
+        """),
+        2,
+    ),
+    "exit-hook": (
+        "pkg/calc.py",
+        src("""
+            import atexit
+
+            @atexit.register
+            def rewrite():
+                pass
+        """),
+        3,
+    ),
+    "hard-exit": (
+        "calc.py",
+        src("""
+            from os import _exit as leave
+            leave(0)
+        """),
+        1,
+    ),
+    "tracing-hook": (
+        "calc.py",
+        src("""
+            import sys as s
+            s.settrace(None)
+        """),
+        2,
+    ),
+    "object-hunting": (
+        "calc.py",
+        src("""
+            import gc
+            found = [o for o in gc.get_objects() if type(o).__name__ == "TestReport"]
+        """),
+        2,
+    ),
+    "descriptor-redirect": (
+        "calc.py",
+        src("""
+            import os
+            os.dup2(os.open("/dev/null", os.O_WRONLY), 1)
+        """),
+        2,
+    ),
+    "proc-fd-write": ("calc.py", src("PATH = '/proc/self/fd/3'\n"), 1),
+    "junit-path-from-argv": (
+        "calc.py",
+        src("""
+            import sys
+
+            def report_path():
+                for arg in sys.argv:
+                    if "JUnit" in arg:
+                        return arg
+        """),
+        4,
+    ),
+    "junit-option-string": ("calc.py", src("OPTION = '--junit-xml'\n"), 1),
+    "pth-startup-code": ("site/evil.pth", b"import os; os.environ['X'] = '1'\n", 1),
+    "shell-runner-steering": (
+        "scripts/run.sh",
+        b"#!/bin/sh\nexport PYTEST_PLUGINS=calc_plugin\nexec pytest\n",
+        2,
+    ),
+}
+
+# pattern id -> (path, an honest file that must not trigger anything)
+HONEST: dict[str, tuple[str, bytes]] = {
+    "runner-internals-import": (
+        "tests/conftest.py",
+        src("""
+            from _pytest.monkeypatch import MonkeyPatch
+            import unittest.mock
+        """),
+    ),
+    "runner-import": (
+        "tests/test_calc.py",
+        src("""
+            import pytest
+            from calc import add
+
+            @pytest.mark.parametrize("a", [1, 2])
+            def test_add(a):
+                assert add(a, 0) == a
+        """),
+    ),
+    "runner-attribute-assignment": (
+        "tests/test_calc.py",
+        src("""
+            import unittest
+
+            class T(unittest.TestCase):
+                def setUp(self):
+                    self.maxDiff = None
+                    self.result = unittest.TestResult()
+        """),
+    ),
+    "builtins-patching": (
+        "calc.py",
+        src("""
+            import builtins
+            def show(x):
+                builtins.print(x)
+        """),
+    ),
+    "builtins-dict-surgery": ("calc.py", src("NAMES = dir(__builtins__)\n")),
+    "sys-modules-surgery": (
+        "calc.py",
+        src("""
+            import sys
+            HAVE_NUMPY = "numpy" in sys.modules
+            mod = sys.modules[__name__]
+        """),
+    ),
+    "import-hooks": (
+        "calc.py",
+        src("""
+            import sys
+            sys.path.insert(0, "vendor")
+            FINDERS = len(sys.meta_path)
+        """),
+    ),
+    "exit-hook": (
+        "tests/test_cleanup.py",
+        src("""
+            import atexit
+            import tempfile
+            tmp = tempfile.mkdtemp()
+            atexit.register(print, "done")
+        """),
+    ),
+    "hard-exit": (
+        "calc.py",
+        src("""
+            import os
+            import sys
+
+            def main():
+                sys.exit(os.EX_OK)
+        """),
+    ),
+    "tracing-hook": (
+        "tests/test_trace.py",
+        src("""
+            import sys
+            def test_trace():
+                sys.settrace(None)
+                assert sys.gettrace() is None
+        """),
+    ),
+    "object-hunting": (
+        "calc.py",
+        src("""
+            import gc
+            def collect():
+                gc.collect()
+                return gc.get_count()
+        """),
+    ),
+    "descriptor-redirect": (
+        "tests/test_capture.py",
+        src("""
+            import os
+            def test_capture():
+                saved = os.dup(1)
+                os.dup2(saved, 1)
+        """),
+    ),
+    "proc-fd-write": ("calc.py", src("STATUS = '/proc/self/status'\n")),
+    "junit-path-from-argv": (
+        "cli.py",
+        src("""
+            import sys
+
+            def main():
+                verbose = "--verbose" in sys.argv[1:]
+                return verbose
+        """),
+    ),
+    "junit-option-string": ("tests/test_runner.py", src("OPTION = '--junitxml=out.xml'\n")),
+    "pth-startup-code": ("site/paths.pth", b"vendor\n../lib\n"),
+    "shell-runner-steering": (
+        "scripts/run.sh",
+        b"#!/bin/sh\nset -e\nexec python -m pytest -q tests\n",
+    ),
+}
+
+
+def test_every_packaged_pattern_has_a_trigger_and_an_honest_counterpart() -> None:
+    ids = {p.id for p in PATTERNS.patterns}
+    assert ids == set(TRIGGERS) == set(HONEST)
+
+
+@pytest.mark.parametrize("pattern_id", sorted(TRIGGERS))
+def test_the_pattern_fires_on_tampering(pattern_id: str) -> None:
+    path, data, line = TRIGGERS[pattern_id]
+    findings = scan({path: data}, PATTERNS)
+    hits = [f for f in findings if f.found and f.found.startswith(f"{pattern_id} at line ")]
+    assert hits, findings
+    assert hits[0].code == "tests.tampering_suspected" == CODE
+    assert hits[0].path == path
+    assert hits[0].found is not None
+    assert hits[0].found.startswith(f"{pattern_id} at line {line}: ")
+    assert f"{path}:{line}:" in hits[0].message
+
+
+@pytest.mark.parametrize("pattern_id", sorted(HONEST))
+def test_the_honest_counterpart_is_clean(pattern_id: str) -> None:
+    path, data = HONEST[pattern_id]
+    notes: list[str] = []
+    assert scan({path: data}, PATTERNS, notes=notes) == []
+    assert notes == []
+
+
+def test_patching_the_runner_from_the_code_under_test_is_seen() -> None:
+    """The attack the issue names: calc.py replaces pytest's runtest once imported."""
+    calc = src("""
+        import _pytest.python
+
+        def add(a, b):
+            return a - b
+
+        _pytest.python.Function.runtest = lambda self: None
+    """)
+    findings = scan({"calc.py": calc}, PATTERNS)
+    assert [f.found.split(" at ")[0] for f in findings if f.found] == [
+        "runner-internals-import",
+        "runner-attribute-assignment",
+    ]
+
+
+def test_names_are_resolved_through_the_files_own_imports() -> None:
+    calc = src("""
+        import importlib
+        m = importlib.import_module("_pytest.python")
+        setattr(m.Function, "runtest", None)
+        getattr(__import__("os"), "_exit")(0)
+    """)
+    found = {f.found.split(" at ")[0] for f in scan({"calc.py": calc}, PATTERNS) if f.found}
+    assert {"runner-internals-import", "runner-attribute-assignment", "hard-exit"} <= found
+
+
+def test_unparseable_python_is_not_a_hit_but_is_noted() -> None:
+    notes: list[str] = []
+    findings = scan({"calc.py": b"def add(:\n    import _pytest\n"}, PATTERNS, notes=notes)
+    assert findings == []
+    assert len(notes) == 1
+    assert notes[0].startswith("calc.py: not scanned for tampering, not parseable Python")
+
+
+def test_a_file_over_the_size_cap_is_noted_not_read() -> None:
+    notes: list[str] = []
+    big = b"import _pytest\n" + b"#" * PATTERNS.max_file_bytes
+    assert scan({"calc.py": big}, PATTERNS, notes=notes) == []
+    assert notes == [
+        f"calc.py: not scanned for tampering, larger than {PATTERNS.max_file_bytes} bytes"
+    ]
+
+
+def test_files_no_pattern_looks_at_are_ignored() -> None:
+    assert scan({"README.md": b"import _pytest\nos._exit(0)\n"}, PATTERNS) == []
+
+
+def test_findings_are_capped_and_the_last_counts_the_rest() -> None:
+    files = {f"m{i:02}.py": b"import _pytest\n" for i in range(30)}
+    findings = scan(files, PATTERNS)
+    assert len(findings) == PATTERNS.max_findings == 20
+    assert [f.path for f in findings] == sorted(files)[:20]
+    assert findings[-1].message.endswith("(and 10 more hits not shown)")
+
+
+def test_control_characters_of_the_agent_are_escaped_in_the_finding() -> None:
+    findings = scan({"calc.py": b"import _pytest  # \x1b[2J\n"}, PATTERNS)
+    assert findings[0].found == "runner-internals-import at line 1: import _pytest  # \\x1b[2J"
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "tampering.toml"
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+GOOD = """
+    [test_code]
+    paths = ["tests/"]
+
+    [[pattern]]
+    id = "p-one"
+    description = "one"
+    applies_to = "all"
+    kind = "import"
+    modules = ["_pytest"]
+"""
+
+
+def test_a_small_patterns_file_loads(tmp_path: Path) -> None:
+    patterns = load_patterns(write(tmp_path, GOOD))
+    assert isinstance(patterns, Patterns)
+    assert [p.id for p in patterns.patterns] == ["p-one"]
+    assert patterns.is_test("tests/test_x.py") and not patterns.is_test("calc.py")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (('kind = "import"', 'kind = "grep"'), "pattern 'p-one': kind: expected one of"),
+        (('applies_to = "all"', 'applies_to = "tests"'), "pattern 'p-one': applies_to:"),
+        (('modules = ["_pytest"]', ""), "pattern 'p-one': modules: required"),
+        (('description = "one"', 'description = ""'), "pattern 'p-one': description:"),
+        (('id = "p-one"', 'id = "P One"'), "pattern #1: id: expected lower-case"),
+        (('modules = ["_pytest"]', 'modules = ["_pytest"]\ncolour = 1'), "colour: unknown"),
+        (
+            ('kind = "import"', 'kind = "regex"\nregex = "("\nfiles = ["*.sh"]'),
+            "pattern 'p-one': regex: does not compile",
+        ),
+    ],
+)
+def test_a_wrong_pattern_is_refused_naming_the_pattern_and_field(
+    change: tuple[str, str], message: str, tmp_path: Path
+) -> None:
+    with pytest.raises(PatternsError, match=re.escape(message)):
+        load_patterns(write(tmp_path, GOOD.replace(*change)))
+
+
+def test_a_pattern_id_used_twice_is_refused(tmp_path: Path) -> None:
+    twice = GOOD + "\n    [[pattern]]" + GOOD.split("[[pattern]]")[1]
+    with pytest.raises(PatternsError, match="pattern 'p-one': id: used twice"):
+        load_patterns(write(tmp_path, twice))
+
+
+def test_a_missing_patterns_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(PatternsError, match="cannot read the tampering patterns"):
+        load_patterns(tmp_path / "absent.toml")
+
+
+def test_a_docstring_naming_the_junit_option_is_not_a_hit() -> None:
+    """A bare string statement does nothing; the same text in an assignment does."""
+    doc = src('''
+        """Run pytest with --junitxml=report.xml to get a report."""
+        import sys
+        ARGS = sys.argv[1:]
+    ''')
+    assert scan({"runner.py": doc}, PATTERNS) == []
+    assert scan({"runner.py": doc + b"OPT = '--junitxml'\n"}, PATTERNS) != []
