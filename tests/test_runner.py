@@ -44,6 +44,7 @@ def _run(
         env=minimal_env(home, tmp),
         sandbox="required" if isolate_network else "off",
         excerpt_bytes=excerpt_bytes,
+        writable=[tmp_path],
     )
 
 
