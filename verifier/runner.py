@@ -214,7 +214,7 @@ def run(
             *_jail.toolchain_roots(sys.executable),  # the trampoline's interpreter
             *(str(p) for p in read_only),
         ]
-        if not any(cwd == w or cwd.is_relative_to(w) for w in writable):
+        if cwd != Path("/") and not any(cwd == w or cwd.is_relative_to(w) for w in writable):
             allowed.append(str(cwd))  # the command starts there: shown, read-only
         hidden = _coverable(hide)
         mounts = _jail.plan(
