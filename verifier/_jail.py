@@ -51,7 +51,8 @@ def toolchain_roots(executable: str) -> list[str]:
     """The install prefixes a program needs: of its path, of its real path, of its ``#!``.
 
     ``.../bin/node`` needs ``...`` (its ``lib/``), a venv's ``bin/python``
-    needs the venv and, through its link, the base interpreter. A prefix that is
+    needs the venv and, through its link, the base interpreter; pyenv's
+    ``shims/python`` needs pyenv's folder. A prefix that is
     a home folder or a top-level folder is narrowed to the program's own folder.
     The verifier's interpreter brings ``sys.prefix`` and ``sys.base_prefix``.
     """
@@ -68,7 +69,7 @@ def toolchain_roots(executable: str) -> list[str]:
     home = os.path.expanduser("~")
     for path in paths:
         folder = os.path.dirname(os.path.abspath(path))
-        root = os.path.dirname(folder) if os.path.basename(folder) == "bin" else folder
+        root = os.path.dirname(folder)  # bin/'s parent; pyenv's shims/ too
         broad = root in _TOO_BROAD or root == home or home.startswith(root.rstrip("/") + "/")
         roots.append(folder if broad else root)
     return list(dict.fromkeys(roots))
@@ -94,11 +95,6 @@ def plan(
         elif os.path.isdir(path):
             mounts.append(("ro", path, path, 0))
             bound.append(path)
-    extra = sorted({os.path.abspath(p) for p in read_only if os.path.exists(p)}, key=len)
-    for path in extra:
-        if not _inside(path, bound):
-            mounts.append(("ro", path, path, 0))
-            bound.append(path)
     mounts.append(("tmpfs", "/tmp", "", tmp_bytes))
     mounts.append(("tmpfs", "/dev", "", 65536))
     mounts += [("dev", f"/dev/{name}", f"/dev/{name}", 0) for name in DEVICES]
@@ -110,9 +106,13 @@ def plan(
         ("tmpfs", "/dev/shm", "", tmp_bytes),
         ("proc", "/proc", "/proc", 0),
     ]
-    for path in sorted({os.path.abspath(p) for p in writable}, key=len):
-        mounts.append(("rw", path, path, 0))
-        bound.append(path)
+    # After /tmp's tmpfs (a venv or the run's folder may lie in the host's /tmp), parents first.
+    extra = {os.path.abspath(p): "ro" for p in read_only if os.path.exists(p)}
+    extra |= {os.path.abspath(p): "rw" for p in writable}
+    for path, kind in sorted(extra.items(), key=lambda item: len(item[0])):
+        if kind == "rw" or not _inside(path, bound):
+            mounts.append((kind, path, path, 0))
+            bound.append(path)
     for path in [*ETC_SECRETS, *hide]:
         if os.path.lexists(path) and _inside(path, bound):
             mounts.append(("cover", path, "", 0))
