@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from verifier.config import SandboxLimits
 from verifier.runner import (
     RunnerNotFound,
     RunOutcome,
@@ -44,6 +45,7 @@ def _run(
         env=minimal_env(home, tmp),
         sandbox="required" if isolate_network else "off",
         excerpt_bytes=excerpt_bytes,
+        writable=[tmp_path],
     )
 
 
@@ -289,11 +291,12 @@ def test_auto_falls_back_to_no_sandbox_when_it_cannot_start(tmp_path: Path) -> N
     """No probe: a sandbox that never reported ready means the command never ran, so
     `auto` runs it again without one, and `required` refuses."""
     (tmp_path / "bin").mkdir()
-    fake = tmp_path / "bin" / "unshare"  # an unshare that fails as a kernel refusal would
-    fake.write_text(
-        "#!/bin/sh\necho 'unshare: unshare failed: Operation not permitted' >&2\nexit 1\n"
-    )
-    fake.chmod(0o755)
+    for name in ("unshare", "bwrap"):  # sandboxes that fail as a kernel refusal would
+        fake = tmp_path / "bin" / name
+        fake.write_text(
+            f"#!/bin/sh\necho '{name}: unshare failed: Operation not permitted' >&2\nexit 1\n"
+        )
+        fake.chmod(0o755)
     home, tmp = tmp_path / "home", tmp_path / "tmp"
     home.mkdir()
     tmp.mkdir()
@@ -308,8 +311,13 @@ def test_auto_falls_back_to_no_sandbox_when_it_cannot_start(tmp_path: Path) -> N
             [sys.executable, "-c", code], cwd=tmp_path, timeout_s=30, env=env,
             sandbox="auto", excerpt_bytes=1024,
         )  # fmt: skip
-        assert (out.exit_code, out.network_isolated) == (0, False)
-        assert marker.read_text() == "x"  # ran once, not twice
+        assert (out.exit_code, out.network_isolated, out.sandbox) == (0, False, "none")
+        assert [n.split(":")[0] for n in out.notes] == [
+            "the bwrap sandbox did not start",
+            "the unshare sandbox did not start",
+            "the command ran without a sandbox",
+        ]
+        assert marker.read_text() == "x"  # ran once, not three times
         with pytest.raises(SandboxUnavailable):
             run(
                 [sys.executable, "-c", code], cwd=tmp_path, timeout_s=30, env=env,
@@ -318,3 +326,27 @@ def test_auto_falls_back_to_no_sandbox_when_it_cannot_start(tmp_path: Path) -> N
         assert marker.read_text() == "x"
     finally:
         os.environ["PATH"] = saved
+
+
+def test_terminal_control_characters_are_stripped_from_the_excerpt(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "sys.stdout.write('\\x1b[2J\\x1b]0;title\\x07ok\\x1b[31m red\\x1b[0m\\r\\n"
+        "tab\\there\\x08\\x9b\\x00\\n')\n"
+    )
+    out = _run(tmp_path, sys.executable, "-c", code)
+    assert out.output_excerpt == "ok red\ntab\there\n"
+    assert out.output_bytes > len(out.output_excerpt)  # the hash and size are of the raw log
+
+
+def test_limits_in_force_are_recorded_even_without_a_sandbox(tmp_path: Path) -> None:
+    code = "import resource; print(resource.getrlimit(resource.RLIMIT_NOFILE)[0])"
+    out = run(
+        [sys.executable, "-c", code], cwd=tmp_path, timeout_s=30,
+        env=minimal_env(tmp_path, tmp_path), sandbox="off", excerpt_bytes=100,
+        limits=SandboxLimits(open_files=77),
+    )  # fmt: skip
+    assert out.output_excerpt.strip() == "77"
+    assert out.sandbox == "none"
+    assert out.limits["open_files"] == {"value": 77, "enforced_by": ["RLIMIT_NOFILE (per process)"]}
+    assert set(out.limits_not_applied) <= {"processes"}

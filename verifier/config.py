@@ -90,6 +90,37 @@ def _globs(value: Any) -> Any:
 Globs = Annotated[tuple[str, ...], BeforeValidator(_globs)]
 
 
+def _paths(value: Any) -> Any:
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"expected a list of absolute paths, got {value!r}")
+    for v in value:
+        if not v.startswith("/"):
+            raise ValueError(f"{v!r} is not an absolute path")
+    return tuple(Path(v) for v in value)
+
+
+Paths = Annotated[tuple[Path, ...], BeforeValidator(_paths)]
+
+
+@dataclass(frozen=True, config=_STRICT)
+class SandboxLimits:
+    """What one test run may use (docs/security.md): generous for honest suites.
+
+    Applied with what the host offers: a cgroup of the run's own (memory,
+    processes) where we may make one, and rlimits per process (memory as
+    RLIMIT_DATA, open files, file size, CPU seconds); the verdict names those
+    that could not be applied.
+    """
+
+    memory_mb: PositiveInt = 4096
+    processes: PositiveInt = 1024
+    open_files: PositiveInt = 4096
+    file_size_mb: PositiveInt = 2048
+    cpu_s: PositiveInt = 1800
+    # The size of the sandbox's private /tmp (and /dev/shm), in memory.
+    tmp_mb: PositiveInt = 512
+
+
 @dataclass(frozen=True, config=_STRICT)
 class RepositoryConfig:
     """What we know about one repository, by the name reports use for it."""
@@ -110,6 +141,8 @@ class RepositoryConfig:
     # The repository's own interpreter, or virtual environment: `{python}` and PATH use it.
     python: Path | None = None
     venv: Path | None = None
+    # Host paths the sandbox shows this repository's tests, read-only (a toolchain, data).
+    read_only_paths: Paths = ()
 
     @model_validator(mode="after")
     def _one_interpreter(self) -> RepositoryConfig:
@@ -133,6 +166,9 @@ class Config:
     network_isolation: Literal["auto", "required", "off"] = "auto"
     output_excerpt_bytes: PositiveInt = 8192
     max_snapshot_bytes: PositiveInt = 2 * 1024**3
+    # Host paths every sandboxed run sees read-only, beyond the system and the toolchain.
+    sandbox_read_only: Paths = ()
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
     profiles_dir: Path = field(default_factory=resources.profiles_dir)
     repositories: Mapping[str, RepositoryConfig] = field(default_factory=dict)
     # The file the operator's settings came from; None when only the defaults apply.

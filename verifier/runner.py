@@ -2,14 +2,17 @@
 
 An argument list, never a shell; an explicit `cwd`; a minimal environment with
 no secrets (`minimal_env`); stdin closed; a timeout after which the whole
-process group is killed; optionally a sandbox (`unshare`): a user namespace with
-an empty network namespace, its own PID namespace (the verifier's processes and
-their environment are out of sight, and nothing survives the run), and its own
-mount namespace where the paths in `hide` (the checked repository, our
-configuration and database, credential files) are covered by empty read-only
-mounts before the command starts. The output is read as it comes, so a chatty
+process group is killed; limits on memory, processes, open files, file size and
+CPU time (`verifier._jail`: a cgroup of the run's own where the host allows,
+rlimits); and a sandbox built by allow-list: an empty root holding only the
+system folders and the toolchain read-only, the operator's read-only paths, the
+run's own folder writable, a private size-capped /tmp, a minimal /dev and
+/proc, in namespaces of its own (user, PID, mount, network: no network at
+all). bubblewrap builds it when installed; else our own trampoline under
+`unshare` (`verifier._sandbox`). The output is read as it comes, so a chatty
 process cannot block on a full pipe, and kept as a bounded excerpt (head and
-tail) beside the SHA-256 and size of the whole log.
+tail, terminal control characters removed) beside the SHA-256 and size of the
+whole log.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -26,11 +30,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
+from verifier import _jail
 from verifier.cancel import CancelToken
+from verifier.config import SandboxLimits
 from verifier.errors import Cancelled, InfrastructureError
 
 __all__ = [
@@ -44,12 +50,18 @@ __all__ = [
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 _UNSHARE = ("unshare", "-rnm", "--pid", "--fork", "--kill-child", "--mount-proc", "--")
-# unshare, or our trampoline, report an exec failure with these prefixes and status 127.
-_EXEC_FAILED = (b"unshare: failed to execute", b"verifier-sandbox: cannot execute")
+# Our trampoline reports a missing program so (status 127), and a non-program (126).
+_EXEC_FAILED = b"verifier-sandbox: cannot execute"
+_START_FAILED = b"verifier-sandbox: cannot start"
 _SANDBOX = Path(__file__).with_name("_sandbox.py")
 _READ_CHUNK = 65536
 # After the main process has gone, how long we wait for the pipe to close.
 _DRAIN_S = 2.0
+# ESC sequences (CSI, OSC, two-byte) and the C0/C1 controls but newline and tab.
+_CONTROL = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?"
+    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
+)
 
 
 class SandboxUnavailable(InfrastructureError):
@@ -68,7 +80,13 @@ class RunnerNotFound(InfrastructureError):
 
 @dataclass(frozen=True)
 class RunOutcome:
-    """What a run did. `exit_code` is None when the run was killed at its timeout."""
+    """What a run did. `exit_code` is None when the run was killed at its timeout.
+
+    `sandbox` names the sandbox the command ran in ("bwrap", "unshare", "none");
+    `limits` maps each limit to its value and what enforced it (an empty list:
+    not applied, named in `limits_not_applied`); `notes` say why a sandbox
+    was passed over.
+    """
 
     argv: tuple[str, ...]
     executable: str
@@ -80,6 +98,10 @@ class RunOutcome:
     output_bytes: int
     network_isolated: bool
     hidden: tuple[str, ...] = ()
+    sandbox: str = "none"
+    limits: Mapping[str, Any] = field(default_factory=dict)
+    limits_not_applied: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
 
 def minimal_env(home: Path, tmp: Path) -> dict[str, str]:
@@ -100,26 +122,42 @@ def minimal_env(home: Path, tmp: Path) -> dict[str, str]:
 
 
 @functools.cache
+def _trampoline() -> str:
+    """The trampoline's source, passed with ``-c``: no path of ours need exist in the sandbox."""
+    return _SANDBOX.read_text(encoding="utf-8")
+
+
+def _sandboxes(*, fallback_only: bool = False) -> list[tuple[str, str]]:
+    """The sandboxes installed here, preferred first: (name, program)."""
+    found = [] if fallback_only else [("bwrap", shutil.which("bwrap"))]
+    found.append(("unshare", shutil.which("unshare")))
+    return [(name, path) for name, path in found if path is not None]
+
+
+@functools.cache
 def network_isolation_available() -> bool:
-    """Whether the whole sandbox works here, locks included (probed once per process).
+    """Whether a sandbox works here, root and locks included (probed once per process).
 
     `run` needs no probe (the sandbox reports itself ready); this is for callers
     that want to know beforehand, such as tests choosing what to expect.
     """
-    if shutil.which("unshare") is None:
-        return False
-    try:
-        probe = subprocess.run(
-            [*_UNSHARE, sys.executable, "-I", "-S", str(_SANDBOX), "-1", "[]", "[]", "/bin/true"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            timeout=10,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return probe.returncode == 0
+    return bool(sandboxes_available())
+
+
+def sandboxes_available() -> tuple[str, ...]:
+    """The sandboxes that really start here, by a run of ``true`` in each (not cached)."""
+    working = []
+    for name, _ in _sandboxes():
+        try:
+            outcome = run(
+                ["/bin/true"], cwd=Path("/"), timeout_s=10, env={"PATH": DEFAULT_PATH},
+                sandbox="required", excerpt_bytes=0, only=name,
+            )  # fmt: skip
+        except InfrastructureError:
+            continue
+        if outcome.exit_code == 0 and outcome.sandbox == name:
+            working.append(name)
+    return tuple(working)
 
 
 Sandbox = Literal["auto", "required", "off"]
@@ -137,43 +175,73 @@ def run(
     writable: Sequence[Path] = (),
     cancel: CancelToken | None = None,
     on_start: Callable[[], None] | None = None,
+    read_only: Sequence[Path] = (),
+    limits: SandboxLimits | None = None,
+    only: str | None = None,
 ) -> RunOutcome:
     """Run `argv` in `cwd` with exactly `env`; kill its process group at `timeout_s`.
 
-    `sandbox` ``required`` or ``auto`` runs the command in the sandbox
-    (`verifier._sandbox`): the existing paths of `hide` are covered, and the file
-    system is read-only but for `writable` (which must hold `cwd`). There is no
-    separate probe: the sandbox says it is ready through a pipe just before it
-    becomes the command, and a run whose sandbox never said so is, with
-    ``auto``, run again without it (nothing of the command ran), and with
-    ``required`` a `SandboxUnavailable`. Raises `RunnerNotFound` when `argv[0]`
-    cannot be found or executed, and `Cancelled` when `cancel` is set first: the
-    whole process group is killed either way. `on_start` is called once the
-    command's process exists.
+    `sandbox` ``required`` or ``auto`` runs the command in the allow-list
+    sandbox: bubblewrap, else `unshare` (``only`` names one, for tests). It
+    shows the system folders, the toolchain of `argv[0]` and `read_only`
+    read-only, and `writable` (which must hold `cwd`) writable; the existing
+    paths of `hide` that lie inside those are covered. There is no separate
+    probe: the sandbox says it is ready through a pipe just before it becomes
+    the command, and a run whose sandbox never said so (nothing of the command
+    ran) is tried in the next sandbox, then, with ``auto``, without one (with a
+    note); with ``required`` it is a `SandboxUnavailable`. `limits` (the
+    defaults of `SandboxLimits` when None) apply in every case. Raises
+    `RunnerNotFound` when `argv[0]` cannot be found or executed, and
+    `Cancelled` when `cancel` is set first: the whole process group is killed
+    either way. `on_start` is called once the command's process exists.
     """
     if not argv:
         raise ValueError("run() needs a non-empty argument list")
     search_path = env.get("PATH", DEFAULT_PATH)
     executable = _resolve(argv[0], cwd, search_path)
-    unshare = shutil.which("unshare") if sandbox != "off" else None
-    if unshare is None and sandbox == "required":
-        raise SandboxUnavailable("network_isolation is 'required' but `unshare` is not installed")
-    if unshare is not None:
+    limits = limits or SandboxLimits()
+    candidates = [] if sandbox == "off" else _sandboxes()
+    if only is not None:
+        candidates = [c for c in candidates if c[0] == only]
+    if not candidates and sandbox == "required":
+        raise SandboxUnavailable(
+            "network_isolation is 'required' but neither `bwrap` nor `unshare` is installed"
+        )
+    notes: list[str] = []
+    if candidates:
+        allowed = [
+            *_jail.toolchain_roots(executable),
+            *_jail.toolchain_roots(sys.executable),  # the trampoline's interpreter
+            *(str(p) for p in read_only),
+        ]
+        if cwd != Path("/") and not any(cwd == w or cwd.is_relative_to(w) for w in writable):
+            allowed.append(str(cwd))  # the command starts there: shown, read-only
+        hidden = _coverable(hide)
+        mounts = _jail.plan(
+            read_only=allowed,
+            writable=[str(p) for p in writable],
+            hide=hidden,
+            tmp_bytes=limits.tmp_mb * 1024 * 1024,
+        )
+    for name, program in candidates:
         outcome = _run_once(
-            argv, executable, cwd, timeout_s, env, excerpt_bytes, cancel, on_start,
-            sandboxed=(unshare, _coverable(hide), [str(p) for p in writable]),
+            argv, executable, cwd, timeout_s, env, excerpt_bytes, cancel, on_start, limits,
+            sandboxed=(name, program, mounts, hidden),
         )  # fmt: skip
-        if outcome is not None:
-            return outcome
-        if sandbox == "required":
-            raise SandboxUnavailable(
-                "network_isolation is 'required' but the `unshare` sandbox does not work here"
-            )
+        if outcome.sandbox != "failed":
+            return replace(outcome, notes=tuple(notes))
+        notes.append(f"the {name} sandbox did not start: {outcome.output_excerpt.strip()[:300]}")
+    if candidates and sandbox == "required":
+        raise SandboxUnavailable(
+            "network_isolation is 'required' but no sandbox works here: " + "; ".join(notes)
+        )
+    if candidates:
+        notes.append("the command ran without a sandbox")
     outcome = _run_once(
-        argv, executable, cwd, timeout_s, env, excerpt_bytes, cancel, on_start, sandboxed=None
-    )
-    assert outcome is not None
-    return outcome
+        argv, executable, cwd, timeout_s, env, excerpt_bytes, cancel, on_start, limits,
+        sandboxed=None,
+    )  # fmt: skip
+    return replace(outcome, notes=tuple(notes))
 
 
 def _run_once(
@@ -185,68 +253,94 @@ def _run_once(
     excerpt_bytes: int,
     cancel: CancelToken | None,
     on_start: Callable[[], None] | None,
-    sandboxed: tuple[str, tuple[str, ...], list[str]] | None,
-) -> RunOutcome | None:
-    """One run; None when the sandbox asked for did not come up (the command never ran)."""
+    limits: SandboxLimits,
+    sandboxed: tuple[str, str, list[_jail.Mount], tuple[str, ...]] | None,
+) -> RunOutcome:
+    """One run. When the sandbox asked for did not come up (the command never ran), the
+    outcome has ``sandbox="failed"``, no exit code, and the sandbox's words as excerpt."""
     search_path = env.get("PATH", DEFAULT_PATH)
-    launch = [executable, *argv[1:]]
     ready_r, ready_w = os.pipe()
+    cgroups = _jail.Cgroups(limits)
+    rlimits = _jail.rlimits(limits)
+    name = "none" if sandboxed is None else sandboxed[0]
+    spec: dict[str, Any] = {
+        "ready": ready_w,
+        "cgroups": cgroups.fds,
+        "rlimits": [[r, value] for r, value, _ in rlimits],
+        "root": None,
+        "cwd": str(cwd),
+    }
+    trampoline = [sys.executable, "-I", "-S", "-c", _trampoline()]
     hidden: tuple[str, ...] = ()
-    if sandboxed is not None:
-        unshare, hidden, rw = sandboxed
-        trampoline = [sys.executable, "-I", "-S", str(_SANDBOX), str(ready_w)]
-        launch = [unshare, *_UNSHARE[1:], *trampoline, json.dumps(hidden), json.dumps(rw), *launch]
+    if sandboxed is None:
+        launch = [*trampoline, json.dumps(spec), executable, *argv[1:]]
+    else:
+        _, program, mounts, hidden = sandboxed
+        if name == "bwrap":
+            outer = [program, *_jail.bwrap_args(mounts, str(cwd)), "--"]
+        else:
+            outer = [program, *_UNSHARE[1:]]
+            spec["root"] = mounts
+        launch = [*outer, *trampoline, json.dumps(spec), executable, *argv[1:]]
 
     log = _Log(excerpt_bytes)
     start = time.monotonic()
     deadline = start + timeout_s
     try:
-        proc = subprocess.Popen(
-            launch,
-            cwd=cwd,
-            env=dict(env),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            pass_fds=(ready_w,) if sandboxed is not None else (),
-        )
-    except (FileNotFoundError, PermissionError) as exc:
-        os.close(ready_r)
-        os.close(ready_w)
-        raise RunnerNotFound(argv[0], search_path, str(exc)) from None
-    except OSError as exc:
-        os.close(ready_r)
-        os.close(ready_w)
-        raise InfrastructureError(f"cannot start {argv[0]!r}: {exc}") from None
-    os.close(ready_w)
-    if on_start is not None:
-        on_start()
-
-    assert proc.stdout is not None
-    timed_out = False
-    try:
-        timed_out = _pump(proc, log, deadline, cancel)
-    finally:
-        # Whatever happened, nothing of the group outlives the run.
-        _kill_group(proc.pid)
-        proc.wait()
-        _drain(proc.stdout.fileno(), log, time.monotonic() + _DRAIN_S)
-        proc.stdout.close()
-        os.set_blocking(ready_r, False)
         try:
-            ready = os.read(ready_r, 1) == b"1"
-        except BlockingIOError:
-            ready = False
-        os.close(ready_r)
+            proc = subprocess.Popen(
+                launch,
+                cwd=cwd,
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                pass_fds=(ready_w, *cgroups.fds),
+            )
+        except OSError as exc:
+            os.close(ready_r)
+            raise InfrastructureError(f"cannot start {launch[0]!r}: {exc}") from None
+        finally:
+            os.close(ready_w)
+            cgroups.close_fds()
+        if on_start is not None:
+            on_start()
+
+        assert proc.stdout is not None
+        timed_out = False
+        try:
+            timed_out = _pump(proc, log, deadline, cancel)
+        finally:
+            # Whatever happened, nothing of the group outlives the run.
+            _kill_group(proc.pid)
+            proc.wait()
+            _drain(proc.stdout.fileno(), log, time.monotonic() + _DRAIN_S)
+            proc.stdout.close()
+            report = _read_ready(ready_r)
+    finally:
+        cgroups.close()
     duration = time.monotonic() - start
 
     exit_code = None if timed_out else proc.returncode
-    if sandboxed is not None and not ready and not timed_out:
-        return None
-    if sandboxed is not None and exit_code == 127 and log.start.startswith(_EXEC_FAILED):
+    if report is None and not timed_out:
+        if sandboxed is not None:
+            return RunOutcome(
+                argv=tuple(argv), executable=executable, exit_code=None, timed_out=False,
+                duration_s=duration, output_excerpt=log.excerpt(), output_sha256="",
+                output_bytes=log.total, network_isolated=False, sandbox="failed",
+            )  # fmt: skip
         detail = log.start.decode("utf-8", "replace").strip()
+        raise InfrastructureError(f"cannot start {argv[0]!r}: {detail}")
+    if exit_code == 126 and log.start.startswith(_START_FAILED):
+        detail = log.start.decode("utf-8", "replace").strip()
+        raise InfrastructureError(f"cannot start {argv[0]!r}: {detail}")
+    if exit_code == 127 and log.start.startswith(_EXEC_FAILED):
+        detail = log.start.decode("utf-8", "replace").strip()
+        if sandboxed is not None:
+            detail += " (in the sandbox: add its install folder to sandbox_read_only)"
         raise RunnerNotFound(argv[0], search_path, detail)
+    in_force, not_applied = _limits_in_force(limits, cgroups, rlimits, report)
     return RunOutcome(
         argv=tuple(argv),
         executable=executable,
@@ -258,7 +352,50 @@ def _run_once(
         output_bytes=log.total,
         network_isolated=sandboxed is not None,
         hidden=hidden,
+        sandbox=name,
+        limits=in_force,
+        limits_not_applied=not_applied,
     )
+
+
+def _read_ready(fd: int) -> dict[str, Any] | None:
+    """The trampoline's account of the limits, None when it never said it was ready."""
+    os.set_blocking(fd, False)
+    data = b""
+    with contextlib.suppress(BlockingIOError):
+        while chunk := os.read(fd, 65536):
+            data += chunk
+    os.close(fd)
+    if not data.startswith(b"1"):
+        return None
+    try:
+        report = json.loads(data[1:])
+    except ValueError:
+        return {}
+    return report if isinstance(report, dict) else {}
+
+
+def _limits_in_force(
+    limits: SandboxLimits,
+    cgroups: _jail.Cgroups,
+    rlimits: Sequence[tuple[str, int, str]],
+    report: Mapping[str, Any] | None,
+) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """Each limit, its value and what enforced it; and the names of those nothing enforced."""
+    report = report or {}
+    joined = len(report.get("cgroups", ())) == cgroups.joinable
+    applied = report.get("rlimits", {})
+    out: dict[str, Any] = {}
+    for limit in ("memory_mb", "processes", "open_files", "file_size_mb", "cpu_s"):
+        by: list[str] = []
+        if joined and limit in cgroups.applied:
+            by.append(cgroups.applied[limit])
+        by += [f"{r} (per process)" for r, _, serves in rlimits if serves == limit and r in applied]
+        out[limit] = {"value": getattr(limits, limit), "enforced_by": by}
+        if limit in cgroups.problems:
+            out[limit]["problem"] = cgroups.problems[limit]
+    out["tmp_mb"] = {"value": limits.tmp_mb, "enforced_by": ["tmpfs size"]}
+    return out, tuple(k for k, v in out.items() if not v["enforced_by"])
 
 
 def _coverable(paths: Sequence[Path]) -> tuple[str, ...]:
@@ -359,8 +496,15 @@ class _Log:
             del self.tail[: max(len(self.tail) - self.tail_limit, 0)]
 
     def excerpt(self) -> str:
+        """The head and tail as text, with no terminal control sequence (they would reach
+        the terminal of whoever reads the verdict, or steer what it shows)."""
         omitted = self.total - len(self.head) - len(self.tail)
-        text = self.head.decode("utf-8", "replace")
+        text = strip_controls(self.head.decode("utf-8", "replace"))
         if omitted:
             text += f"\n[... {omitted} bytes omitted ...]\n"
-        return text + bytes(self.tail).decode("utf-8", "replace")
+        return text + strip_controls(bytes(self.tail).decode("utf-8", "replace"))
+
+
+def strip_controls(text: str) -> str:
+    """`text` without ESC sequences and C0/C1 control characters, newline and tab kept."""
+    return _CONTROL.sub("", text)

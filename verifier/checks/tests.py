@@ -199,6 +199,8 @@ def check(
                 writable=[tmp],
                 cancel=cancel,
                 on_start=on_start,
+                read_only=[*config.sandbox_read_only, *repo_config.read_only_paths, *bin_dirs],
+                limits=config.limits,
             )
         except SandboxUnavailable as exc:
             return _error(started, "tests.isolation_unavailable", str(exc), argv=argv, mode=mode)
@@ -474,6 +476,10 @@ def _details(
         "output_bytes": outcome.output_bytes,
         "network_isolated": outcome.network_isolated,
         "hidden": list(outcome.hidden),
+        "sandbox": outcome.sandbox,
+        "sandbox_notes": list(outcome.notes),
+        "limits": dict(outcome.limits),
+        "limits_not_applied": list(outcome.limits_not_applied),
         "snapshot": {
             "files": snapshot.files,
             "bytes": snapshot.bytes,
