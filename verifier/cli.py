@@ -296,7 +296,7 @@ def _on_signal(signum: int, _frame: FrameType | None) -> None:
     """First signal: unwind, killing the test run and removing our folders. Second: stop now."""
     if getattr(_on_signal, "seen", False):
         os._exit(128 + signum)
-    _on_signal.seen = True  # type: ignore[attr-defined]
+    _on_signal.seen = signum  # type: ignore[attr-defined]
     raise Interrupted(signum)
 
 
@@ -325,6 +325,11 @@ def run(argv: list[str] | None = None) -> int:
         _stdout_gone()
         return 0
     except Exception:
+        signum = getattr(_on_signal, "seen", False)
+        if signum:  # the signal's exception, wrapped by code it interrupted (an import, say)
+            name = signal.Signals(signum).name
+            click.echo(f"verifier: interrupted by {name}: no verdict was recorded", err=True)
+            return 128 + signum
         traceback.print_exc()
         click.echo("verifier: internal error (a bug): no verdict was reached", err=True)
         return 4

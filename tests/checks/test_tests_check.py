@@ -358,9 +358,10 @@ def test_progress_is_reported_before_and_after_the_run(repo: GitRepo) -> None:
 
     check(repo.path, commit, PYTEST, 60, OFF, progress=lines.append)
 
-    assert len(lines) == 2
-    assert lines[0].startswith("running tests: [") and lines[0].endswith("(timeout 60s)")
-    assert lines[1].startswith("tests finished: exit code 0")
+    assert len(lines) == 3
+    assert lines[0].startswith("copying the head state into /") and "verifier-tests-" in lines[0]
+    assert lines[1].startswith("running tests: [") and lines[1].endswith("(timeout 60s)")
+    assert lines[2].startswith("tests finished: exit code 0")
 
 
 def test_user_junitxml_option_cannot_redirect_the_report(repo: GitRepo, tmp_path: Path) -> None:

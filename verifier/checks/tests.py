@@ -151,6 +151,7 @@ def check(
         prefix="verifier-tests-", dir=parent, ignore_cleanup_errors=True
     ) as td:
         tmp = Path(td)
+        say(f"copying the head state into {tmp}/")
         work, home, child_tmp = tmp / "work", tmp / "home", tmp / "tmp"
         home.mkdir()
         child_tmp.mkdir()
