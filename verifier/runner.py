@@ -137,6 +137,7 @@ def run(
     writable: Sequence[Path] = (),
     cancel: CancelToken | None = None,
     on_start: Callable[[], None] | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> RunOutcome:
     """Run `argv` in `cwd` with exactly `env`; kill its process group at `timeout_s`.
 
@@ -149,7 +150,8 @@ def run(
     ``required`` a `SandboxUnavailable`. Raises `RunnerNotFound` when `argv[0]`
     cannot be found or executed, and `Cancelled` when `cancel` is set first: the
     whole process group is killed either way. `on_start` is called once the
-    command's process exists.
+    command's process exists. `pass_fds` are descriptors the command inherits
+    under the same numbers, through the sandbox too (a results pipe).
     """
     if not argv:
         raise ValueError("run() needs a non-empty argument list")
@@ -161,7 +163,7 @@ def run(
     if unshare is not None:
         outcome = _run_once(
             argv, executable, cwd, timeout_s, env, excerpt_bytes, cancel, on_start,
-            sandboxed=(unshare, _coverable(hide), [str(p) for p in writable]),
+            sandboxed=(unshare, _coverable(hide), [str(p) for p in writable]), pass_fds=pass_fds,
         )  # fmt: skip
         if outcome is not None:
             return outcome
@@ -170,8 +172,9 @@ def run(
                 "network_isolation is 'required' but the `unshare` sandbox does not work here"
             )
     outcome = _run_once(
-        argv, executable, cwd, timeout_s, env, excerpt_bytes, cancel, on_start, sandboxed=None
-    )
+        argv, executable, cwd, timeout_s, env, excerpt_bytes, cancel, on_start, sandboxed=None,
+        pass_fds=pass_fds,
+    )  # fmt: skip
     assert outcome is not None
     return outcome
 
@@ -186,6 +189,7 @@ def _run_once(
     cancel: CancelToken | None,
     on_start: Callable[[], None] | None,
     sandboxed: tuple[str, tuple[str, ...], list[str]] | None,
+    pass_fds: Sequence[int] = (),
 ) -> RunOutcome | None:
     """One run; None when the sandbox asked for did not come up (the command never ran)."""
     search_path = env.get("PATH", DEFAULT_PATH)
@@ -209,7 +213,7 @@ def _run_once(
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            pass_fds=(ready_w,) if sandboxed is not None else (),
+            pass_fds=((ready_w,) if sandboxed is not None else ()) + tuple(pass_fds),
         )
     except (FileNotFoundError, PermissionError) as exc:
         os.close(ready_r)

@@ -76,13 +76,18 @@ def app(tmp_path: Path) -> GitRepo:
 # pytest, by default ---------------------------------------------------------------------
 
 
-def test_pytest_is_counted_by_default_through_our_junit_report(app: GitRepo) -> None:
+def test_pytest_is_counted_by_default_through_our_plugin_and_its_junit_report(app: GitRepo) -> None:
     commit = app.commit({"test_a.py": "def test_one():\n    assert True\n"})
 
     result = check(app.path, commit, ("{python}", "-m", "pytest", "-q"), 60, SANDBOX)
 
     assert result.status is CheckStatus.PASS, result.details["output_excerpt"]
-    assert result.details["results"] == {"source": "pytest"}
+    read = result.details["results"]
+    assert (read["source"], read["channel"]) == ("pytest", "our pytest plugin, through a pipe")
+    assert (read["session_finished"], read["session_exitstatus"]) == (True, 0)
+    assert read["junit"] == result.details["counts"]
+    assert read["summary"] == read["reported"]
+    assert read["guarantee"].startswith("reported by our plugin as each test finished")
     assert result.details["counts"]["passed"] == 1
 
 
@@ -98,6 +103,7 @@ def test_unittest_passing_suite_is_counted_by_our_entry(app: GitRepo) -> None:
     assert result.details["tests_counted"] is True
     assert result.details["counts"] == {"passed": 2, "failed": 0, "errors": 0, "skipped": 0}
     assert result.details["results"]["source"] == "unittest"
+    assert result.details["results"]["guarantee"] == "files the command wrote"
     assert result.details["argv"][1].endswith("unittest_entry.py")
     assert result.details["argv"][3:] == ["-v"]
     assert "Ran 2 tests" in result.details["output_excerpt"]
@@ -176,6 +182,7 @@ def test_node_test_runner_passing_suite_is_counted_from_its_junit_report(app: Gi
     assert result.details["counts"] == {"passed": 2, "failed": 0, "errors": 0, "skipped": 0}
     assert result.details["results"] == {
         "source": "junit",
+        "guarantee": "files the command wrote",
         "globs": ["reports/*.xml"],
         "removed_before_run": [],
         "files": ["reports/junit.xml"],

@@ -187,7 +187,11 @@ def test_output_saying_passed_with_exit_code_1_fails(repo: GitRepo) -> None:
     assert "5 passed" in result.details["output_excerpt"]
 
 
-def test_pytest_named_runner_exiting_0_without_a_report_fails_no_report(repo: GitRepo) -> None:
+def test_a_pytest_named_runner_of_the_repository_exiting_0_never_finishes_a_session(
+    repo: GitRepo,
+) -> None:
+    """A script in the copy is the repository's own runner: it runs as configured, and
+    without our plugin nothing shows that a pytest session ran to its end."""
     repo.write({"pytest-quick": f"#!{sys.executable}\nprint('5 passed')\n"})
     (repo.path / "pytest-quick").chmod(0o755)
     commit = repo.commit()
@@ -195,7 +199,9 @@ def test_pytest_named_runner_exiting_0_without_a_report_fails_no_report(repo: Gi
     result = check(repo.path, commit, ["./pytest-quick"], 60, OFF)
 
     assert result.status is CheckStatus.FAIL
-    assert _codes(result) == ["tests.no_report"]
+    assert _codes(result) == ["tests.no_session_finish"]
+    assert result.details["argv"][0] == "./pytest-quick"
+    assert result.details["results"]["session_finished"] is False
 
 
 def test_other_runner_exiting_0_is_inconclusive_as_nothing_was_counted(repo: GitRepo) -> None:
