@@ -51,6 +51,7 @@ __all__ = [
     "read_junit_reports",
     "read_pytest_events",
     "read_unittest",
+    "unittest_counts",
 ]
 
 # All the reports of one run together; our own pytest report alone has the same bound.
@@ -244,11 +245,20 @@ def read_junit_reports(root: Path, globs: Sequence[str]) -> tuple[Counts, list[s
 
 
 def read_unittest(path: Path) -> Counts:
-    """The counts our unittest entry (`verifier._unittest_entry`) wrote as JSON."""
+    """The counts of our unittest entry's JSON, from a file."""
     try:
         raw = read_bounded(path, MAX_UNITTEST_BYTES)
     except UnreadableResults as exc:
         raise UnreadableResults(f"the unittest result {path.name}: {exc}") from None
+    return unittest_counts(raw)
+
+
+def unittest_counts(raw: bytes) -> Counts:
+    """The counts our unittest entry (`verifier._unittest_entry`) sent: one JSON line."""
+    if not raw.strip():
+        raise UnreadableResults("our unittest entry reported nothing (the run ended first)")
+    if raw.rstrip(b"\n").count(b"\n"):
+        raise UnreadableResults("more than one line: something else wrote to our channel")
     try:
         doc: Any = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:

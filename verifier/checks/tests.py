@@ -24,7 +24,8 @@
    as it finishes, and the session's end, on a pipe whose read end only we
    hold; pytest also gets ``--junitxml=<tmp>/junit.xml`` and
    ``-p no:cacheprovider``. ``python -m unittest`` runs through our entry
-   (`verifier._unittest_entry`), which writes unittest's counts. For JUnit
+   (`verifier._unittest_entry`), which sends unittest's counts on such a pipe
+   when the run stops. For JUnit
    globs, report files already in the copy (committed) are removed first, so
    only this run's reports are read.
 6. Run the command in ``work/`` with a minimal environment (the repository's
@@ -85,7 +86,7 @@ _SOURCE = {
 _GUARANTEE = {
     "pytest": "reported by our plugin as each test finished, on a pipe only the verifier "
     "reads; checked against the exit status, the JUnit report and the summary line",
-    "unittest": "files the command wrote",
+    "unittest": "reported by our entry when the run stopped, on a pipe only the verifier reads",
     "junit": "files the command wrote",
     "exit-code": "the exit code alone",
 }
@@ -165,7 +166,7 @@ def check(
         work, home, child_tmp = tmp / "work", tmp / "home", tmp / "tmp"
         home.mkdir()
         child_tmp.mkdir()
-        junit, unittest_json = tmp / "junit.xml", tmp / "unittest.json"
+        junit = tmp / "junit.xml"
 
         try:
             snapshot = materialize(
@@ -190,17 +191,18 @@ def check(
         if kind in _GUARANTEE:
             read["guarantee"] = _GUARANTEE[kind]
         env = _child_env(home, child_tmp, bin_dirs, repo_config)
-        events_r, events_w = os.pipe() if kind == "pytest" else (-1, -1)
+        piped = kind in ("pytest", "unittest")
+        events_r, events_w = os.pipe() if piped else (-1, -1)
         if kind == "pytest":
             argv = _with_pytest_entry(argv, tmp, junit, events_w, env["PATH"])
         elif kind == "unittest":
-            argv = _with_unittest_entry(argv, tmp, unittest_json)
+            argv = _with_unittest_entry(argv, tmp, events_w)
         elif kind == "junit":
             read["globs"] = list(repo_config.results_junit)
             read["removed_before_run"] = results.prepare_reports(work, repo_config.results_junit)
 
         say(f"running tests: {argv} (timeout {timeout_s:g}s)")
-        channel = Channel(events_r) if kind == "pytest" else None
+        channel, events = (Channel(events_r) if piped else None), b""
         try:
             outcome = runner.run(
                 argv,
@@ -229,11 +231,12 @@ def check(
                 events = channel.close()
         say(_summary_line(outcome))
 
-        counts, report_problem = _read_results(kind, work, junit, unittest_json, repo_config, read)
+        counts, report_problem = _read_results(kind, work, junit, events, repo_config, read)
         agreement = None
-        if channel is not None:
+        if kind == "pytest":
             run = results.read_pytest_events(events)
-            agreement = _agreement(run, channel.overflowed, counts, report_problem, outcome, read)
+            overflowed = channel is not None and channel.overflowed
+            agreement = _agreement(run, overflowed, counts, report_problem, outcome, read)
             counts = run.counts
     findings = _judge(outcome, timeout_s, kind, is_pytest, counts, report_problem, agreement)
     details = _details(outcome, mode, snapshot, counts, read)
@@ -419,7 +422,7 @@ def _runs_unittest(argv: Sequence[str], command: Sequence[str]) -> bool:
     return command[0] == "{python}" or os.path.basename(argv[0]).startswith("python")
 
 
-def _with_unittest_entry(argv: Sequence[str], tmp: Path, result: Path) -> list[str]:
+def _with_unittest_entry(argv: Sequence[str], tmp: Path, fd: int) -> list[str]:
     """The same interpreter and arguments, through our entry, copied outside the copy.
 
     A copy, because the sandbox may cover the folder our package lives in (when the
@@ -428,14 +431,14 @@ def _with_unittest_entry(argv: Sequence[str], tmp: Path, result: Path) -> list[s
     entry = tmp / "unittest_entry.py"
     shutil.copyfile(_UNITTEST_ENTRY, entry)
     rest = argv[2:] if argv[1] == "-munittest" else argv[3:]
-    return [argv[0], str(entry), str(result), *rest]
+    return [argv[0], str(entry), str(fd), *rest]
 
 
 def _read_results(
     kind: str,
     work: Path,
     junit: Path,
-    unittest_json: Path,
+    events: bytes,
     repository: RepositoryConfig,
     read: dict[str, Any],
 ) -> tuple[Counts | None, str | None]:
@@ -447,7 +450,10 @@ def _read_results(
             except UnreadableResults as exc:
                 raise UnreadableResults(f"the JUnit report {junit.name}: {exc}") from None
         if kind == "unittest":
-            counts = results.read_unittest(unittest_json)
+            try:
+                counts = results.unittest_counts(events)
+            except UnreadableResults as exc:
+                raise UnreadableResults(f"the unittest result: {exc}") from None
             read["expected_failures"] = counts.expected_failures
             read["unexpected_successes"] = counts.unexpected_successes
             return counts, None
