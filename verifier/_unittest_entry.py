@@ -1,15 +1,19 @@
 """Run unittest as ``python -m unittest ARGS`` would, and write what it counted as JSON.
 
-The tests check runs ``PYTHON _unittest_entry.py RESULT ARGS...`` in place of a
+The tests check runs ``PYTHON _unittest_entry.py FD ARGS...`` in place of a
 configured ``PYTHON -m unittest ARGS...``, with the repository's own interpreter,
 so it uses the standard library only and must run on any Python 3 the
 repository has. unittest's text output is unchanged; its counts (tests run,
-failures, errors, skipped, expected failures, unexpected successes) go to the
-file RESULT, outside the copy, where the check reads them (`verifier.results`):
-"Ran 0 tests" then is a number we read rather than a line we would parse.
+failures, errors, skipped, expected failures, unexpected successes) are written
+as one JSON line, when the run stops, to the descriptor FD: a pipe whose read
+end only the verifier holds (`verifier.results.unittest_counts`), so they
+cannot be rewritten after the fact the way a file could. "Ran 0 tests" then is
+a number we read rather than a line we would parse. The descriptor is not
+inherited by processes the tests start; the code under test, in this process,
+can still find it and write to it, which the verifier sees as a second line.
 
 The exit status is unittest's own. When unittest stops before running anything
-(bad arguments, an import error in a named module) no RESULT is written.
+(bad arguments, an import error in a named module) nothing is written.
 """
 
 from __future__ import annotations
@@ -51,7 +55,8 @@ def _counts(result: unittest.TestResult) -> dict[str, int]:
 
 
 def main() -> None:
-    out, args = sys.argv[1], sys.argv[2:]
+    fd, args = int(sys.argv[1]), sys.argv[2:]
+    os.set_inheritable(fd, False)
     # As `-m` does: the working folder, not this script's, comes first on the path.
     sys.path[0] = os.getcwd()
     sys.argv = ["python -m unittest", *args]
@@ -61,8 +66,9 @@ def main() -> None:
     except SystemExit as exc:
         status = exc.code
     if _results:
-        with open(out, "w", encoding="utf-8") as fh:
-            json.dump(_counts(_results[-1]), fh)
+        data = memoryview((json.dumps(_counts(_results[-1])) + "\n").encode())
+        while data:
+            data = data[os.write(fd, data) :]
     sys.exit(status)
 
 

@@ -1,4 +1,4 @@
-"""Read a run's results: JUnit XML reports and our unittest entry's JSON, as counts.
+"""Read a run's results: our pytest plugin's events, JUnit XML reports, unittest's counts.
 
 The tests check decides *which* results a run has (docs/runners.md); this module
 only reads them. Every file it reads was written, or could have been replaced,
@@ -22,10 +22,12 @@ import errno
 import glob as globlib
 import json
 import os
+import re
 import stat
+import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,15 +37,21 @@ from defusedxml.ElementTree import fromstring as _defused_fromstring  # type: ig
 __all__ = [
     "MAX_REPORT_BYTES",
     "MAX_REPORT_FILES",
+    "SUMMARY_KEYS",
+    "Channel",
     "Counts",
+    "PytestRun",
     "UnreadableResults",
     "count_junit",
     "find_reports",
+    "parse_pytest_summary",
     "prepare_reports",
     "read_bounded",
     "read_junit_file",
     "read_junit_reports",
+    "read_pytest_events",
     "read_unittest",
+    "unittest_counts",
 ]
 
 # All the reports of one run together; our own pytest report alone has the same bound.
@@ -237,11 +245,20 @@ def read_junit_reports(root: Path, globs: Sequence[str]) -> tuple[Counts, list[s
 
 
 def read_unittest(path: Path) -> Counts:
-    """The counts our unittest entry (`verifier._unittest_entry`) wrote as JSON."""
+    """The counts of our unittest entry's JSON, from a file."""
     try:
         raw = read_bounded(path, MAX_UNITTEST_BYTES)
     except UnreadableResults as exc:
         raise UnreadableResults(f"the unittest result {path.name}: {exc}") from None
+    return unittest_counts(raw)
+
+
+def unittest_counts(raw: bytes) -> Counts:
+    """The counts our unittest entry (`verifier._unittest_entry`) sent: one JSON line."""
+    if not raw.strip():
+        raise UnreadableResults("our unittest entry reported nothing (the run ended first)")
+    if raw.rstrip(b"\n").count(b"\n"):
+        raise UnreadableResults("more than one line: something else wrote to our channel")
     try:
         doc: Any = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -313,3 +330,151 @@ def _os_reason(exc: OSError) -> str:
     if exc.errno in (errno.ELOOP, errno.ENOTDIR):
         return "a link, or not a folder (links are not followed)"
     return exc.strerror or str(exc)
+
+
+# What pytest's closing summary line counts, as our plugin's reports are categorised.
+SUMMARY_KEYS = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+_SUMMARY = re.compile(r"^=* ?((?:\d+ [a-z]+(?:, )?)+|no tests ran) in [0-9.]+s(?: \([^)]*\))? ?=*$")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_PLURALS = {"errors": "error", "warnings": "warning"}
+
+
+class Channel:
+    """Read a pipe to its end on a thread of its own, keeping up to `limit` bytes.
+
+    The run's events arrive while it goes; reading them as they come means a long
+    suite never blocks on a full pipe. `close()` waits for the end of the pipe (every
+    writer gone: the run is over and its process group killed) for up to
+    `wait_s`, then returns what was read; `overflowed` says bytes were dropped.
+    """
+
+    def __init__(self, read_fd: int, limit: int = MAX_REPORT_BYTES) -> None:
+        self._fd = read_fd
+        self._limit = limit
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self.overflowed = False
+        self._thread = threading.Thread(target=self._read, name="verifier-results", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self._fd, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            room = self._limit - self._size
+            if len(chunk) > room:
+                self.overflowed = True
+                chunk = chunk[: max(room, 0)]
+            self._chunks.append(chunk)
+            self._size += len(chunk)
+
+    def close(self, wait_s: float = 5.0) -> bytes:
+        self._thread.join(wait_s)
+        done = not self._thread.is_alive()
+        if done:
+            os.close(self._fd)  # else the thread still reads it; it ends with the process
+        else:
+            self.overflowed = True  # a writer outlived the run: what we have is not all
+        return b"".join(self._chunks)
+
+
+@dataclass(frozen=True)
+class PytestRun:
+    """What our pytest plugin reported (`verifier._pytest_reporter`).
+
+    `counts` is per test, as a JUnit report counts its cases; `stats` per report, as
+    pytest's closing summary line counts them; `exitstatus` the session's status
+    at its end, None when the session never finished; `problem` names the first
+    line that is not one of ours, or an event after the end of the session.
+    """
+
+    counts: Counts
+    stats: dict[str, int] = field(default_factory=dict)
+    exitstatus: int | None = None
+    events: int = 0
+    problem: str | None = None
+
+
+def read_pytest_events(data: bytes) -> PytestRun:
+    """Fold the plugin's JSON lines into per-test counts, summary stats and the session's end."""
+    tests: dict[str, set[str]] = {}
+    stats = dict.fromkeys(SUMMARY_KEYS, 0)
+    exitstatus: int | None = None
+    problem: str | None = None
+    events = separate = 0
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    elif lines:
+        problem = "the last line is cut short (the run ended while it was written)"
+        lines.pop()
+    for number, raw in enumerate(lines, 1):
+        event = _event(raw)
+        if event is None:
+            problem = problem or f"line {number} is not an event of our plugin"
+            continue
+        events += 1
+        if exitstatus is not None:
+            problem = problem or f"line {number}: an event after the session finished"
+            continue
+        kind = event.get("event")
+        if kind == "session_finish" and isinstance(event.get("exitstatus"), int):
+            exitstatus = event["exitstatus"]
+        elif kind == "report":
+            nodeid, when, outcome = event.get("nodeid"), event.get("when"), event.get("outcome")
+            category = event.get("category")
+            if not (isinstance(nodeid, str) and isinstance(when, str)):
+                problem = problem or f"line {number}: a report without a test id"
+                continue
+            marks = tests.setdefault(nodeid, set())
+            if outcome == "failed" and when == "teardown" and marks & {"failure", "error"}:
+                # pytest's JUnit report opens a second case for it (junit's schema).
+                separate += 1
+            elif outcome == "failed":
+                marks.add("failure" if when == "call" else "error")
+            elif outcome == "skipped":
+                marks.add("skipped")
+            if isinstance(category, str) and category in stats and event.get("counts", True):
+                stats[category] += 1
+        elif kind != "start":
+            problem = problem or f"line {number}: an unknown event {kind!r}"
+    counts = Counts(
+        tests=len(tests) + separate,
+        failures=sum(1 for m in tests.values() if "failure" in m and "error" not in m),
+        errors=sum(1 for m in tests.values() if "error" in m) + separate,
+        skipped=sum(1 for m in tests.values() if m == {"skipped"}),
+    )
+    return PytestRun(counts, stats, exitstatus, events, problem)
+
+
+def _event(raw: bytes) -> dict[str, Any] | None:
+    try:
+        event: Any = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return event if isinstance(event, dict) and isinstance(event.get("event"), str) else None
+
+
+def parse_pytest_summary(output: str) -> dict[str, int] | None:
+    """The counts of pytest's closing summary line (the last one in `output`), or None.
+
+    ``"1 failed, 2 passed, 1 warning in 0.12s"`` (quiet) or the same between
+    ``=`` signs; ``"no tests ran in 0.01s"`` counts nothing.
+    """
+    for line in reversed(_ANSI.sub("", output).splitlines()):
+        match = _SUMMARY.match(line.strip())
+        if match is None:
+            continue
+        found = dict.fromkeys(SUMMARY_KEYS, 0)
+        if match.group(1) != "no tests ran":
+            for part in match.group(1).split(", "):
+                number, word = part.split(" ", 1)
+                word = _PLURALS.get(word, word)
+                if word in found:
+                    found[word] += int(number)
+        return found
+    return None

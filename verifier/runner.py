@@ -178,6 +178,7 @@ def run(
     read_only: Sequence[Path] = (),
     limits: SandboxLimits | None = None,
     only: str | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> RunOutcome:
     """Run `argv` in `cwd` with exactly `env`; kill its process group at `timeout_s`.
 
@@ -194,6 +195,8 @@ def run(
     `RunnerNotFound` when `argv[0]` cannot be found or executed, and
     `Cancelled` when `cancel` is set first: the whole process group is killed
     either way. `on_start` is called once the command's process exists.
+    `pass_fds` are descriptors the command inherits under the same numbers,
+    through the sandbox too (a results pipe).
     """
     if not argv:
         raise ValueError("run() needs a non-empty argument list")
@@ -226,7 +229,7 @@ def run(
     for name, program in candidates:
         outcome = _run_once(
             argv, executable, cwd, timeout_s, env, excerpt_bytes, cancel, on_start, limits,
-            sandboxed=(name, program, mounts, hidden),
+            sandboxed=(name, program, mounts, hidden), pass_fds=pass_fds,
         )  # fmt: skip
         if outcome.sandbox != "failed":
             return replace(outcome, notes=tuple(notes))
@@ -239,7 +242,7 @@ def run(
         notes.append("the command ran without a sandbox")
     outcome = _run_once(
         argv, executable, cwd, timeout_s, env, excerpt_bytes, cancel, on_start, limits,
-        sandboxed=None,
+        sandboxed=None, pass_fds=pass_fds,
     )  # fmt: skip
     return replace(outcome, notes=tuple(notes))
 
@@ -255,6 +258,7 @@ def _run_once(
     on_start: Callable[[], None] | None,
     limits: SandboxLimits,
     sandboxed: tuple[str, str, list[_jail.Mount], tuple[str, ...]] | None,
+    pass_fds: Sequence[int] = (),
 ) -> RunOutcome:
     """One run. When the sandbox asked for did not come up (the command never ran), the
     outcome has ``sandbox="failed"``, no exit code, and the sandbox's words as excerpt."""
@@ -296,7 +300,7 @@ def _run_once(
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                pass_fds=(ready_w, *cgroups.fds),
+                pass_fds=(ready_w, *cgroups.fds, *pass_fds),
             )
         except OSError as exc:
             os.close(ready_r)

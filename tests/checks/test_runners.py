@@ -76,13 +76,18 @@ def app(tmp_path: Path) -> GitRepo:
 # pytest, by default ---------------------------------------------------------------------
 
 
-def test_pytest_is_counted_by_default_through_our_junit_report(app: GitRepo) -> None:
+def test_pytest_is_counted_by_default_through_our_plugin_and_its_junit_report(app: GitRepo) -> None:
     commit = app.commit({"test_a.py": "def test_one():\n    assert True\n"})
 
     result = check(app.path, commit, ("{python}", "-m", "pytest", "-q"), 60, SANDBOX)
 
     assert result.status is CheckStatus.PASS, result.details["output_excerpt"]
-    assert result.details["results"] == {"source": "pytest"}
+    read = result.details["results"]
+    assert (read["source"], read["channel"]) == ("pytest", "our pytest plugin, through a pipe")
+    assert (read["session_finished"], read["session_exitstatus"]) == (True, 0)
+    assert read["junit"] == result.details["counts"]
+    assert read["summary"] == read["reported"]
+    assert read["guarantee"].startswith("reported by our plugin as each test finished")
     assert result.details["counts"]["passed"] == 1
 
 
@@ -98,6 +103,7 @@ def test_unittest_passing_suite_is_counted_by_our_entry(app: GitRepo) -> None:
     assert result.details["tests_counted"] is True
     assert result.details["counts"] == {"passed": 2, "failed": 0, "errors": 0, "skipped": 0}
     assert result.details["results"]["source"] == "unittest"
+    assert result.details["results"]["guarantee"].startswith("reported by our entry")
     assert result.details["argv"][1].endswith("unittest_entry.py")
     assert result.details["argv"][3:] == ["-v"]
     assert "Ran 2 tests" in result.details["output_excerpt"]
@@ -163,6 +169,30 @@ def test_unittest_that_leaves_no_result_cannot_pass(app: GitRepo) -> None:
     assert "unittest result" in result.findings[0].message
 
 
+def test_unittest_counts_written_again_by_the_code_under_test_cannot_pass(app: GitRepo) -> None:
+    """The counts travel on a pipe: a second set, from an atexit hook that finds the
+    descriptor, is a line too many, never the counts that win."""
+    forger = (
+        "import atexit, json, os, sys, unittest\n\n\n"
+        "def _forge():\n"
+        "    fd = int(open('/proc/self/cmdline', 'rb').read().split(b'\\0')[2])\n"
+        "    counts = dict(tests_run=1, failures=0, errors=0, skipped=0,\n"
+        "                  expected_failures=0, unexpected_successes=0)\n"
+        "    os.write(fd, json.dumps(counts).encode() + b'\\n')\n"
+        "    os._exit(0)\n\n\n"
+        "atexit.register(_forge)\n\n\n"
+        "class T(unittest.TestCase):\n    def test_x(self):\n        self.assertEqual(1, 2)\n"
+    )
+    commit = app.commit({"test_forger.py": forger})
+
+    result = check(app.path, commit, UNITTEST, 60, SANDBOX)
+
+    assert result.status is CheckStatus.FAIL, result.details["output_excerpt"]
+    assert result.details["exit_code"] == 0
+    assert _codes(result) == ["tests.no_report"]
+    assert "something else wrote to our channel" in result.findings[0].message
+
+
 # node's built-in test runner with its JUnit reporter ---------------------------------------
 
 
@@ -176,6 +206,7 @@ def test_node_test_runner_passing_suite_is_counted_from_its_junit_report(app: Gi
     assert result.details["counts"] == {"passed": 2, "failed": 0, "errors": 0, "skipped": 0}
     assert result.details["results"] == {
         "source": "junit",
+        "guarantee": "files the command wrote",
         "globs": ["reports/*.xml"],
         "removed_before_run": [],
         "files": ["reports/junit.xml"],

@@ -187,7 +187,11 @@ def test_output_saying_passed_with_exit_code_1_fails(repo: GitRepo) -> None:
     assert "5 passed" in result.details["output_excerpt"]
 
 
-def test_pytest_named_runner_exiting_0_without_a_report_fails_no_report(repo: GitRepo) -> None:
+def test_a_pytest_named_runner_of_the_repository_exiting_0_never_finishes_a_session(
+    repo: GitRepo,
+) -> None:
+    """A script in the copy is the repository's own runner: it runs as configured, and
+    without our plugin nothing shows that a pytest session ran to its end."""
     repo.write({"pytest-quick": f"#!{sys.executable}\nprint('5 passed')\n"})
     (repo.path / "pytest-quick").chmod(0o755)
     commit = repo.commit()
@@ -195,7 +199,9 @@ def test_pytest_named_runner_exiting_0_without_a_report_fails_no_report(repo: Gi
     result = check(repo.path, commit, ["./pytest-quick"], 60, OFF)
 
     assert result.status is CheckStatus.FAIL
-    assert _codes(result) == ["tests.no_report"]
+    assert _codes(result) == ["tests.no_session_finish"]
+    assert result.details["argv"][0] == "./pytest-quick"
+    assert result.details["results"]["session_finished"] is False
 
 
 def test_other_runner_exiting_0_is_inconclusive_as_nothing_was_counted(repo: GitRepo) -> None:
@@ -492,3 +498,58 @@ def test_tests_can_write_into_their_working_folder_in_the_sandbox(repo: GitRepo)
     result = check(repo.path, commit, PYTEST, 60, Config())
 
     assert result.status is CheckStatus.PASS, result.details["output_excerpt"]
+
+
+# Reading our pytest plugin's channel and pytest's summary line -----------------------------
+
+
+def test_the_summary_line_is_read_in_every_form_pytest_prints_it() -> None:
+    from verifier.results import parse_pytest_summary
+
+    loud = "x\n===== 1 failed, 2 passed, 3 warnings, 1 error in 0.12s (0:00:00) =====\n"
+    coloured = "\x1b[32m\x1b[1m2 passed\x1b[0m\x1b[32m in 0.01s\x1b[0m\n"
+    assert parse_pytest_summary(loud) == {
+        "passed": 2, "failed": 1, "error": 1, "skipped": 0, "xfailed": 0, "xpassed": 0
+    }  # fmt: skip
+    assert parse_pytest_summary(coloured)["passed"] == 2  # type: ignore[index]
+    assert parse_pytest_summary("no tests ran in 0.01s\n") == dict.fromkeys(
+        ("passed", "failed", "error", "skipped", "xfailed", "xpassed"), 0
+    )
+    # The last summary line counts: one printed after pytest's own is what is compared.
+    assert parse_pytest_summary("2 passed in 0.1s\n7 passed in 0.01s\n")["passed"] == 7  # type: ignore[index]
+    assert parse_pytest_summary("ok\n2 passed, and that is all\n") is None
+
+
+def test_channel_lines_cut_short_unknown_or_after_the_end_are_problems() -> None:
+    from verifier.results import read_pytest_events
+
+    report = (
+        b'{"event":"report","nodeid":"t::a","when":"call","outcome":"passed","category":"passed"}\n'
+    )
+    finish = b'{"event":"session_finish","exitstatus":0}\n'
+
+    clean = read_pytest_events(report + finish)
+    assert (clean.exitstatus, clean.problem, clean.counts.tests) == (0, None, 1)
+    assert read_pytest_events(report + finish + report).problem == (
+        "line 3: an event after the session finished"
+    )
+    assert read_pytest_events(b"junk\n" + report + finish).problem == (
+        "line 1 is not an event of our plugin"
+    )
+    cut = read_pytest_events(report + finish[:-5])
+    assert cut.exitstatus is None
+    assert cut.problem is not None and "cut short" in cut.problem
+
+
+def test_a_teardown_error_after_a_failed_call_is_a_case_of_its_own_as_in_junit() -> None:
+    from verifier.results import read_pytest_events
+
+    lines = [
+        {"event": "report", "nodeid": "t::a", "when": "call", "outcome": "failed"},
+        {"event": "report", "nodeid": "t::a", "when": "teardown", "outcome": "failed"},
+        {"event": "report", "nodeid": "t::b", "when": "setup", "outcome": "skipped"},
+    ]
+    run = read_pytest_events(b"".join(json.dumps(e).encode() + b"\n" for e in lines))
+
+    assert run.counts.to_dict() == {"passed": 0, "failed": 1, "errors": 1, "skipped": 1}
+    assert run.counts.tests == 3

@@ -17,19 +17,29 @@
    copy must hold, file for file, the bytes the changes check hashed
    (`tests.head_moved` otherwise: the tree changed while it was verified).
 5. Decide how the results are read (docs/runners.md): the repository's
-   ``results`` (``{ junit = [globs] }`` or ``"exit-code"``), else by the command:
-   pytest gets ``--junitxml=<tmp>/junit.xml`` and ``-p no:cacheprovider``;
-   ``python -m unittest`` runs through our entry (`verifier._unittest_entry`),
-   which writes unittest's counts. For JUnit globs, report files already in the
-   copy (committed) are removed first, so only this run's reports are read.
+   ``results`` (``{ junit = [globs] }`` or ``"exit-code"``), else by the command.
+   pytest runs through our entry (`verifier._pytest_entry`) with the same
+   interpreter, which loads pytest before the repository's root is on the path
+   and registers our plugin (`verifier._pytest_reporter`): it reports each test
+   as it finishes, and the session's end, on a pipe whose read end only we
+   hold; pytest also gets ``--junitxml=<tmp>/junit.xml`` and
+   ``-p no:cacheprovider``. ``python -m unittest`` runs through our entry
+   (`verifier._unittest_entry`), which sends unittest's counts on such a pipe
+   when the run stops. For JUnit
+   globs, report files already in the copy (committed) are removed first, so
+   only this run's reports are read.
 6. Run the command in ``work/`` with a minimal environment (the repository's
-   ``bin/`` first on PATH) and a timeout (`verifier.runner.run`); a missing
-   program is `tests.runner_not_found`.
+   ``bin/`` first on PATH) and a timeout (`verifier.runner.run`), reading the
+   pipe while it goes; a missing program is `tests.runner_not_found`.
 7. Read the results (`verifier.results`) and judge: a timeout, a non-zero exit,
    no test run, every test skipped, failures in the results, or no readable
    results is a failure. The exit code decides before any text the run
-   printed. A run whose tests are not counted is an error (`tests.uncounted`),
-   never a pass, unless the repository opted in to ``results = "exit-code"``.
+   printed. For pytest, a session that never finished (``os._exit``, a signal,
+   a crash) is `tests.no_session_finish`, and the exit status, the plugin's
+   per-test outcomes, the JUnit report and pytest's closing summary line must
+   agree (`tests.results_disagree`). A run whose tests are not counted is an
+   error (`tests.uncounted`), never a pass, unless the repository opted in to
+   ``results = "exit-code"``.
 
 Nothing is ever run in the user's repository, and the repository is not
 modified (see `verifier.snapshot`). The codes are listed in docs/findings.md.
@@ -58,7 +68,7 @@ from verifier.config import Config, RepositoryConfig
 from verifier.errors import InfrastructureError
 from verifier.findings import CheckResult, CheckStatus, Finding
 from verifier.resources import tampering_patterns_file
-from verifier.results import Counts, UnreadableResults
+from verifier.results import Channel, Counts, PytestRun, UnreadableResults
 from verifier.runner import RunnerNotFound, RunOutcome, SandboxUnavailable
 from verifier.snapshot import SnapshotError, SnapshotInfo, materialize, temp_parent
 
@@ -67,12 +77,22 @@ __all__ = ["NAME", "check"]
 NAME = "tests"
 # pytest's "no tests collected"; unittest's "no tests ran" since Python 3.12.
 NO_TESTS_EXIT_CODE = 5
-_UNITTEST_ENTRY = Path(__file__).resolve().parent.parent / "_unittest_entry.py"
+_PACKAGE = Path(__file__).resolve().parent.parent
+_UNITTEST_ENTRY = _PACKAGE / "_unittest_entry.py"
+_PYTEST_ENTRY = (_PACKAGE / "_pytest_entry.py", _PACKAGE / "_pytest_reporter.py")
 # Where each kind of run's counts come from, as findings name it.
 _SOURCE = {
-    "pytest": "pytest's JUnit report",
+    "pytest": "our pytest plugin",
     "unittest": "unittest's result",
     "junit": "the JUnit reports",
+}
+# How far each kind of run's results can be trusted, as the verdict's details say.
+_GUARANTEE = {
+    "pytest": "reported by our plugin as each test finished, on a pipe only the verifier "
+    "reads; checked against the exit status, the JUnit report and the summary line",
+    "unittest": "reported by our entry when the run stopped, on a pipe only the verifier reads",
+    "junit": "files the command wrote",
+    "exit-code": "the exit code alone",
 }
 
 
@@ -155,7 +175,7 @@ def check(
         work, home, child_tmp = tmp / "work", tmp / "home", tmp / "tmp"
         home.mkdir()
         child_tmp.mkdir()
-        junit, unittest_json = tmp / "junit.xml", tmp / "unittest.json"
+        junit = tmp / "junit.xml"
 
         try:
             snapshot = materialize(
@@ -175,23 +195,29 @@ def check(
                     mode=mode,
                 )
 
-        kind = _results_kind(argv, command, repo_config)
+        kind, is_pytest = _results_kind(argv, command, repo_config), _runs_pytest(argv)
         read: dict[str, Any] = {"source": kind}
+        if kind in _GUARANTEE:
+            read["guarantee"] = _GUARANTEE[kind]
+        env = _child_env(home, child_tmp, bin_dirs, repo_config)
+        piped = kind in ("pytest", "unittest")
+        events_r, events_w = os.pipe() if piped else (-1, -1)
         if kind == "pytest":
-            argv = _with_pytest_options(argv, junit)
+            argv = _with_pytest_entry(argv, tmp, junit, events_w, env["PATH"])
         elif kind == "unittest":
-            argv = _with_unittest_entry(argv, tmp, unittest_json)
+            argv = _with_unittest_entry(argv, tmp, events_w)
         elif kind == "junit":
             read["globs"] = list(repo_config.results_junit)
             read["removed_before_run"] = results.prepare_reports(work, repo_config.results_junit)
 
         say(f"running tests: {argv} (timeout {timeout_s:g}s)")
+        channel, events = (Channel(events_r) if piped else None), b""
         try:
             outcome = runner.run(
                 argv,
                 cwd=work,
                 timeout_s=timeout_s,
-                env=_child_env(home, child_tmp, bin_dirs, repo_config),
+                env=env,
                 sandbox=config.network_isolation,
                 excerpt_bytes=config.output_excerpt_bytes,
                 hide=_hidden_paths(
@@ -202,6 +228,7 @@ def check(
                 on_start=on_start,
                 read_only=[*config.sandbox_read_only, *repo_config.read_only_paths, *bin_dirs],
                 limits=config.limits,
+                pass_fds=(events_w,) if channel is not None else (),
             )
         except SandboxUnavailable as exc:
             return _error(started, "tests.isolation_unavailable", str(exc), argv=argv, mode=mode)
@@ -209,10 +236,20 @@ def check(
             return _error(started, "tests.runner_not_found", str(exc), argv=argv, mode=mode)
         except InfrastructureError as exc:
             return _error(started, "tests.runner_failed", str(exc), argv=argv, mode=mode)
+        finally:
+            if channel is not None:
+                os.close(events_w)  # the run is over: the pipe ends once its writers are gone
+                events = channel.close()
         say(_summary_line(outcome))
 
-        counts, report_problem = _read_results(kind, work, junit, unittest_json, repo_config, read)
-    findings = _judge(outcome, timeout_s, kind, _runs_pytest(argv), counts, report_problem)
+        counts, report_problem = _read_results(kind, work, junit, events, repo_config, read)
+        agreement = None
+        if kind == "pytest":
+            run = results.read_pytest_events(events)
+            overflowed = channel is not None and channel.overflowed
+            agreement = _agreement(run, overflowed, counts, report_problem, outcome, read)
+            counts = run.counts
+    findings = _judge(outcome, timeout_s, kind, is_pytest, counts, report_problem, agreement)
     details = _details(outcome, mode, snapshot, counts, read)
     if not findings and kind == "uncounted":
         # Exit 0 from a runner we cannot count proves nothing ran ("Ran 0 tests"
@@ -291,6 +328,66 @@ def _with_pytest_options(argv: list[str], junit: Path) -> list[str]:
     return [*argv[:at], *ours, *argv[at:]]
 
 
+def _with_pytest_entry(
+    argv: Sequence[str], tmp: Path, junit: Path, fd: int, search_path: str
+) -> list[str]:
+    """The same interpreter, its options and pytest's arguments, through our entry.
+
+    ``PYTHON [OPTIONS] -m pytest ARGS`` becomes ``PYTHON [OPTIONS] -s ENTRY FD ARGS``;
+    a ``pytest`` script found on the PATH runs with the Python its ``#!`` line
+    names. A script inside the copy (``./pytest-x``) is the repository's own
+    runner and runs as it is. The entry and our plugin are copied into a folder of
+    their own outside the copy: the sandbox may cover our package.
+    """
+    folder = tmp / "runner"
+    folder.mkdir()
+    for source in _PYTEST_ENTRY:
+        shutil.copyfile(source, folder / source.name)
+    entry = str(folder / _PYTEST_ENTRY[0].name)
+    module = next(
+        (i for i, (a, b) in enumerate(itertools.pairwise(argv)) if a == "-m" and b == "pytest"),
+        None,
+    )
+    if module is not None:
+        launch, args = list(argv[:module]), list(argv[module + 2 :])
+    elif "-mpytest" in argv:
+        at = list(argv).index("-mpytest")
+        launch, args = list(argv[:at]), list(argv[at + 1 :])
+    else:
+        interpreter = _script_interpreter(argv[0], search_path)
+        if interpreter is None:
+            # The repository's own runner, or not Python: it runs as configured, and
+            # without our plugin its session can never be shown to have finished.
+            return _with_pytest_options(list(argv), junit)
+        launch, args = [interpreter], list(argv[1:])
+    return [*launch, "-s", entry, str(fd), *_with_pytest_options(["pytest", *args], junit)[1:]]
+
+
+def _script_interpreter(script: str, search_path: str) -> str | None:
+    """The Python a script's ``#!`` line names (``env NAME`` looked up on the child's
+    PATH); None for a path relative to the copy, or an interpreter that is not Python."""
+    if "/" in script and not os.path.isabs(script):
+        return None
+    found = script if "/" in script else shutil.which(script, path=search_path)
+    if found is None:
+        return None
+    try:
+        with open(found, "rb") as fh:
+            first = fh.readline(512)
+    except OSError:
+        return None
+    if not first.startswith(b"#!"):
+        return None
+    words = first[2:].decode("utf-8", "replace").split()
+    if len(words) >= 2 and os.path.basename(words[0]) == "env":
+        interpreter = shutil.which(words[1], path=search_path)
+    else:
+        interpreter = words[0] if words and os.path.isabs(words[0]) else None
+    if interpreter is None or not os.path.basename(interpreter).startswith(("python", "pypy")):
+        return None
+    return interpreter
+
+
 def _interpreter(repository: RepositoryConfig) -> tuple[str, list[Path]]:
     """What ``{python}`` stands for, and the folders to put first on the child's PATH."""
     if repository.venv is not None:
@@ -336,7 +433,7 @@ def _runs_unittest(argv: Sequence[str], command: Sequence[str]) -> bool:
     return command[0] == "{python}" or os.path.basename(argv[0]).startswith("python")
 
 
-def _with_unittest_entry(argv: Sequence[str], tmp: Path, result: Path) -> list[str]:
+def _with_unittest_entry(argv: Sequence[str], tmp: Path, fd: int) -> list[str]:
     """The same interpreter and arguments, through our entry, copied outside the copy.
 
     A copy, because the sandbox may cover the folder our package lives in (when the
@@ -345,14 +442,14 @@ def _with_unittest_entry(argv: Sequence[str], tmp: Path, result: Path) -> list[s
     entry = tmp / "unittest_entry.py"
     shutil.copyfile(_UNITTEST_ENTRY, entry)
     rest = argv[2:] if argv[1] == "-munittest" else argv[3:]
-    return [argv[0], str(entry), str(result), *rest]
+    return [argv[0], str(entry), str(fd), *rest]
 
 
 def _read_results(
     kind: str,
     work: Path,
     junit: Path,
-    unittest_json: Path,
+    events: bytes,
     repository: RepositoryConfig,
     read: dict[str, Any],
 ) -> tuple[Counts | None, str | None]:
@@ -364,7 +461,10 @@ def _read_results(
             except UnreadableResults as exc:
                 raise UnreadableResults(f"the JUnit report {junit.name}: {exc}") from None
         if kind == "unittest":
-            counts = results.read_unittest(unittest_json)
+            try:
+                counts = results.unittest_counts(events)
+            except UnreadableResults as exc:
+                raise UnreadableResults(f"the unittest result: {exc}") from None
             read["expected_failures"] = counts.expected_failures
             read["unexpected_successes"] = counts.unexpected_successes
             return counts, None
@@ -377,6 +477,69 @@ def _read_results(
     return None, None
 
 
+def _agreement(
+    run: PytestRun,
+    overflowed: bool,
+    junit: Counts | None,
+    junit_problem: str | None,
+    outcome: RunOutcome,
+    read: dict[str, Any],
+) -> Finding | None:
+    """What our plugin reported, against the session's end, the exit status, the JUnit
+    report and pytest's closing summary line; `read` gets each source's view.
+
+    Judged only when the command exited 0 (`_judge`): a failing run fails anyway.
+    """
+    read["channel"] = "our pytest plugin, through a pipe"
+    read["session_finished"] = run.exitstatus is not None
+    read["session_exitstatus"] = run.exitstatus
+    read["events"] = run.events
+    read["junit"] = junit.to_dict() if junit is not None else None
+    summary = read["summary"] = results.parse_pytest_summary(outcome.output_excerpt)
+    read["reported"] = run.stats
+    problem = "over the bound, or a writer outlived the run" if overflowed else run.problem
+    if problem is not None:
+        read["channel_problem"] = problem
+    if run.exitstatus is None:
+        return Finding(
+            "tests.no_session_finish",
+            "the test command exited 0 but pytest's session never finished: the process "
+            "ended early (os._exit, a signal, a crash), or the plugin was silenced",
+            expected="a session-finish event from our pytest plugin",
+            found=f"{run.events} events, none of them the session's end",
+        )
+    disagree: list[tuple[str, str, str]] = []
+    if problem is not None:
+        disagree.append(("the plugin's channel", "only the plugin's events", str(problem)))
+    if run.exitstatus != outcome.exit_code:
+        disagree.append(
+            (
+                "the exit status",
+                f"exit code {run.exitstatus}, as pytest ended its session",
+                f"exit code {outcome.exit_code}",
+            )
+        )
+    reported = run.counts.to_dict()
+    if junit is not None and junit_problem is None and junit.to_dict() != reported:
+        disagree.append(("the JUnit report", _counted(reported), _counted(junit.to_dict())))
+    if summary is not None and summary != run.stats:
+        disagree.append(("pytest's summary line", _counted(run.stats), _counted(summary)))
+    if not disagree:
+        return None
+    what, expected, found = disagree[0]
+    return Finding(
+        "tests.results_disagree",
+        f"{what} disagrees with what our pytest plugin reported as the tests ran"
+        + (f" (and {len(disagree) - 1} more)" if len(disagree) > 1 else ""),
+        expected=expected,
+        found=found,
+    )
+
+
+def _counted(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{n} {k}" for k, n in counts.items() if n) or "nothing"
+
+
 def _judge(
     outcome: RunOutcome,
     timeout_s: float,
@@ -384,6 +547,7 @@ def _judge(
     is_pytest: bool,
     counts: Counts | None,
     report_problem: str | None,
+    agreement: Finding | None = None,
 ) -> list[Finding]:
     if outcome.timed_out:
         return [
@@ -415,10 +579,12 @@ def _judge(
                 found=f"exit code {outcome.exit_code}",
             )
         ]
+    if agreement is not None:
+        return [agreement]
     if kind not in _SOURCE:
         return []
     source = _SOURCE[kind]
-    if counts is None:
+    if counts is None or report_problem is not None:
         return [
             Finding(
                 "tests.no_report",
