@@ -31,7 +31,7 @@ import git
 
 from verifier._git import BlobDigestCache, Git, is_object_id
 from verifier.errors import InfrastructureError
-from verifier.paths import UnsafeFile, hash_in_root
+from verifier.paths import UnsafeFile, hash_in_root, is_dotgit
 
 MODE_LINK = "120000"
 
@@ -56,18 +56,125 @@ def changed_between(base: Mapping[str, TreeEntry], head: Mapping[str, TreeEntry]
     return {path for path in base.keys() | head.keys() if base.get(path) != head.get(path)}
 
 
-_TREE_RECORD = re.compile(rb"([0-7]+) [a-z]+ ([0-9a-f]+)\t([^\0]*)\0")
+_TREE_RECORD = re.compile(rb"([0-7]+) ([a-z]+) ([0-9a-f]+)\t([^\0]*)\0")
 
 
-def _parse_tree(listing: bytes) -> dict[str, TreeEntry]:
-    """``git ls-tree -r -z`` output as path -> entry (one regex pass: 1,000s of entries)."""
+def _parse_tree(listing: bytes) -> tuple[dict[str, TreeEntry], list[tuple[str, str]]]:
+    """``git ls-tree -r -t -z`` output as path -> entry, and the (path, id) of each folder.
+
+    One regex pass: 1,000s of entries.
+    """
     records = _TREE_RECORD.findall(listing)
     if len(records) != listing.count(b"\0"):  # never skip an entry we could not read
         raise InfrastructureError("git ls-tree: output in an unexpected format")
-    return {
-        _decode(path): TreeEntry(mode.decode("ascii"), sha.decode("ascii"))
-        for mode, sha, path in records
-    }
+    entries: dict[str, TreeEntry] = {}
+    folders: list[tuple[str, str]] = []
+    for mode, kind, sha, path in records:
+        if kind == b"tree":
+            folders.append((_decode(path), sha.decode("ascii")))
+        else:
+            entries[_decode(path)] = TreeEntry(mode.decode("ascii"), sha.decode("ascii"))
+    return entries, folders
+
+
+class ObjectProblem(NamedTuple):
+    """A tree or commit git's ``fsck --strict`` would flag: which, where, git's message."""
+
+    kind: str  # "tree" or "commit"
+    oid: str
+    path: str  # the tree's folder ("" for the root); the commit's id
+    message: str  # git's message id and text: "duplicateEntries: contains duplicate..."
+
+
+_TREE_MODES = frozenset((b"100644", b"100755", b"120000", b"40000", b"160000"))
+_GIT_IDENT = re.compile(rb"[^<>\n]*<[^<>\n]*> [0-9]+ [+-][0-9]{4}")
+
+
+def tree_problems(raw: bytes, id_bytes: int) -> list[str]:
+    """git's fsck messages for one raw tree object, each once, in git's order of checks.
+
+    The rules of git's ``fsck_tree`` with ``--strict``: names that are empty,
+    hold a ``/``, are ``.``, ``..`` or taken for ``.git`` somewhere
+    (`is_dotgit`); ids of zeros; modes git never writes (``100664``, padded
+    ``040000``); entries out of git's order, or twice. A tree git would refuse
+    to check out can give one checkout tool a file another does not see.
+    """
+    entry = re.compile(rb"([0-9]+) ([^\0]*)\0(.{%d})" % id_bytes, re.DOTALL)
+    found: dict[str, None] = {}
+    names: set[bytes] = set()
+    previous = b""
+    pos = 0
+    null = bytes(id_bytes)
+    for match in entry.finditer(raw):
+        if match.start() != pos:
+            break
+        pos = match.end()
+        mode, name, oid = match.groups()
+        if not name:
+            found["emptyName: contains empty pathname"] = None
+        if b"/" in name:
+            found["fullPathname: contains full pathnames"] = None
+        if name == b".":
+            found["hasDot: contains '.'"] = None
+        if name == b"..":
+            found["hasDotdot: contains '..'"] = None
+        if is_dotgit(name.decode("utf-8", "replace")):
+            found["hasDotgit: contains '.git'"] = None
+        if oid == null:
+            found["nullSha1: contains entries pointing to null sha1"] = None
+        if mode.startswith(b"0"):
+            found["zeroPaddedFilemode: contains zero-padded file modes"] = None
+        elif mode not in _TREE_MODES:
+            found["badFilemode: contains bad file modes"] = None
+        key = name + b"/" if mode.lstrip(b"0") == b"40000" else name
+        if name in names:
+            found["duplicateEntries: contains duplicate file entries"] = None
+        elif previous and key < previous:
+            found["treeNotSorted: not properly sorted"] = None
+        names.add(name)
+        previous = key
+    if pos != len(raw):
+        found["badTree: cannot be parsed as a tree"] = None
+    return list(found)
+
+
+def commit_problems(raw: bytes) -> list[str]:
+    """git's fsck messages for one raw commit's header (``fsck_commit``), each once.
+
+    One ``tree`` line first, then ``parent`` lines, one ``author``, one
+    ``committer``, each well formed, and no NUL in the header: a commit with
+    two ``tree`` lines is read one way by one tool and another way by another.
+    """
+    header = raw.split(b"\n\n", 1)[0]
+    found: dict[str, None] = {}
+    if b"\0" in header:
+        found["nulInHeader: NUL byte in the commit object header"] = None
+    lines = header.split(b"\n")
+    keys = [line.partition(b" ")[0] for line in lines]
+    tree = lines[0].partition(b" ")[2] if lines else b""
+    if keys[:1] != [b"tree"] or not is_object_id(tree.decode("ascii", "replace")):
+        found["badTreeSha1: invalid 'tree' line format - bad sha1"] = None
+    at = 1
+    while at < len(keys) and keys[at] == b"tree":  # git reads the first, a parser may not
+        found["badTree: more than one 'tree' line"] = None
+        at += 1
+    while at < len(keys) and keys[at] == b"parent":
+        if not is_object_id(lines[at].partition(b" ")[2].decode("ascii", "replace")):
+            found["badParentSha1: invalid 'parent' line format - bad sha1"] = None
+        at += 1
+    for role, missing in (
+        (b"author", "missingAuthor: invalid format - expected 'author' line"),
+        (b"committer", "missingCommitter: invalid format - expected 'committer' line"),
+    ):
+        if at >= len(keys) or keys[at] != role:
+            found[missing] = None
+            continue
+        if not _GIT_IDENT.fullmatch(lines[at].partition(b" ")[2]):
+            found[f"badIdent: invalid {role.decode()} line"] = None
+        at += 1
+        if role == b"author" and at < len(keys) and keys[at] == b"author":
+            found["multipleAuthors: invalid format - multiple 'author' lines"] = None
+    return list(found)
 
 
 def _decode(raw: bytes) -> str:
@@ -90,6 +197,8 @@ class Repository:
         self._git = Git(self.root)
         # SHA-256 of the regular files `changed_in_worktree` read, so none is read twice.
         self.worktree_sha256: dict[str, str] = {}
+        # The folders of each commit's tree that `trees` listed: (path, tree id).
+        self.folders: dict[str, list[tuple[str, str]]] = {}
 
     def close(self) -> None:
         self._repo.close()
@@ -169,9 +278,53 @@ class Repository:
         return self.trees(commit)[0]
 
     def trees(self, *commits: str) -> list[dict[str, TreeEntry]]:
-        """`tree` of each commit, their ``git ls-tree`` run at the same time."""
-        outs = self._git.run_many(*(("ls-tree", "-r", "-z", "--full-tree", c) for c in commits))
-        return [_parse_tree(out) for out in outs]
+        """`tree` of each commit, their ``git ls-tree`` run at the same time.
+
+        The folders each listing names are kept (`folders`) for `object_problems`.
+        """
+        outs = self._git.run_many(
+            *(("ls-tree", "-r", "-t", "-z", "--full-tree", c) for c in commits)
+        )
+        parsed = [_parse_tree(out) for out in outs]
+        for commit, (_, folders) in zip(commits, parsed, strict=True):
+            self.folders[commit] = folders
+        return [entries for entries, _ in parsed]
+
+    def object_problems(
+        self, commits: Sequence[str], base: str | None = None
+    ) -> list[ObjectProblem]:
+        """What git's ``fsck --strict`` would flag in what the check relies on.
+
+        The commit objects of `commits` and, with `base`, of every commit in
+        ``base..commit``; and every tree of `commits` (their root and each
+        folder, as `trees` listed them; call it first). Objects are read by
+        ``git cat-file --batch`` and checked by `tree_problems` and
+        `commit_problems`, scoped so that the cost follows the size of what is
+        verified, never of the repository's whole object store.
+        """
+        chain: list[str] = list(commits)
+        if base is not None:
+            for commit in commits:
+                out = self._run("rev-list", "--end-of-options", commit, f"^{base}")
+                chain.extend(out.decode("ascii").split())
+        chain = list(dict.fromkeys(chain))
+        problems: list[ObjectProblem] = []
+        roots: list[tuple[str, str]] = []
+        for oid, raw in zip(chain, self._git.read_objects(chain, "commit"), strict=True):
+            problems += [ObjectProblem("commit", oid, oid, m) for m in commit_problems(raw)]
+            if oid in commits and raw.startswith(b"tree "):
+                roots.append(("", raw[5 : raw.find(b"\n")].decode("ascii", "replace")))
+        folders: dict[str, str] = {}
+        for path, oid in roots + [f for c in commits for f in self.folders.get(c, [])]:
+            if is_object_id(oid):
+                folders.setdefault(oid, path)
+        ids = list(folders)
+        for oid, raw in zip(ids, self._git.read_objects(ids, "tree"), strict=True):
+            problems += [
+                ObjectProblem("tree", oid, folders[oid], m)
+                for m in tree_problems(raw, len(oid) // 2)
+            ]
+        return problems
 
     def blob_sha256s(
         self, *runs: Sequence[str], cache: BlobDigestCache | None = None

@@ -8,7 +8,10 @@ Steps of `check`:
 2. vet every claim: a safe relative path, an action that agrees with its hashes,
    no path claimed twice, no protected path;
 3. list what git sees as changed from base to head (commit mode: the two trees;
-   worktree mode: tracked changes plus untracked files that are not ignored);
+   worktree mode: tracked changes plus untracked files that are not ignored),
+   and refuse what git's ``fsck --strict`` would: the trees of base and head
+   (duplicate or unsorted entries, ``.git``-like names...) and the commits
+   along base..head (`change.tree_invalid`, `change.commit_invalid`);
 4. hash each safe claim's raw bytes at base and at head, and compare with the
    claimed ``sha256_before`` / ``sha256_after``;
 5. every changed path must be claimed, otherwise ``change.undeclared``.
@@ -246,6 +249,7 @@ def _compare(
     else:
         base_tree, head_tree = repo.trees(base, head)
         changed = changed_between(base_tree, head_tree)
+    findings.extend(_object_findings(repo, base, head))
 
     # 4. Hash each claim at base and head; every claimed blob is read in one batch.
     paths = [claim.path for claim in safe]
@@ -291,6 +295,38 @@ def _compare(
     mode = "worktree" if head is None else "commit"
     state = HeadState(mode, base, head, dict(repo.worktree_sha256))
     return replace(result, facts=(state,))
+
+
+def _object_findings(repo: Repository, base: str, head: str | None) -> list[Finding]:
+    """A finding for each tree or commit git's ``fsck --strict`` would flag.
+
+    A tree listing ``calc.py`` twice is read one way here (the last entry) and
+    another way by a checkout (the first): what we hash must be what is tested.
+    """
+    findings: list[Finding] = []
+    commits = [base] if head is None else [base, head]
+    for problem in repo.object_problems(commits, None if head is None else base):
+        if problem.kind == "tree":
+            where = f"folder {problem.path!r}" if problem.path else "the root folder"
+            findings.append(
+                Finding(
+                    "change.tree_invalid",
+                    f"{where} (tree {problem.oid}): git would refuse it: {problem.message}",
+                    path=problem.path or None,
+                    expected="a tree git accepts (git fsck --strict)",
+                    found=problem.message,
+                )
+            )
+        else:
+            findings.append(
+                Finding(
+                    "change.commit_invalid",
+                    f"commit {problem.oid}: git would refuse it: {problem.message}",
+                    expected="a commit git accepts (git fsck --strict)",
+                    found=problem.message,
+                )
+            )
+    return findings
 
 
 def _file_blobs(tree: Mapping[str, TreeEntry] | None, paths: Sequence[str]) -> Iterator[str]:
