@@ -95,6 +95,17 @@ def _glob_spec(pattern: str) -> pathspec.GitIgnoreSpec:
     return pathspec.GitIgnoreSpec.from_lines([literal])
 
 
+def worktree_state(mode: str, content: str) -> str:
+    """One working-tree path as read: its git mode and the SHA-256 of its bytes, or link target.
+
+    ``"100644 <sha256>"``, ``"100755 <sha256>"``, ``"120000 <target>"``: the
+    changes check and the copy for the tests (`verifier.snapshot`) each
+    describe what they read this way, so a file whose bytes, mode or link
+    target changed between the two reads is seen (`tests.head_moved`).
+    """
+    return f"{mode} {content}"
+
+
 class UnsafeFile(Exception):
     """The working-tree path is a symlink, leaves the root, or is not a regular file."""
 

@@ -31,7 +31,7 @@ import git
 
 from verifier._git import BlobDigestCache, Git, is_object_id
 from verifier.errors import InfrastructureError
-from verifier.paths import UnsafeFile, hash_in_root, is_dotgit
+from verifier.paths import UnsafeFile, hash_in_root, is_dotgit, worktree_state
 
 MODE_LINK = "120000"
 
@@ -197,6 +197,8 @@ class Repository:
         self._git = Git(self.root)
         # SHA-256 of the regular files `changed_in_worktree` read, so none is read twice.
         self.worktree_sha256: dict[str, str] = {}
+        # Every file and link `changed_in_worktree` read, as `worktree_state` gives it.
+        self.worktree_state: dict[str, str] = {}
         # The folders of each commit's tree that `trees` listed: (path, tree id).
         self.folders: dict[str, list[tuple[str, str]]] = {}
 
@@ -342,8 +344,9 @@ class Repository:
         """
         changed = {path for path in base_tree if path not in visible}
         for path in visible:
-            entry = base_tree.get(path)
-            if entry is None or self._worktree_entry(path) != entry:
+            # Created files are hashed too: the copy for the tests must hold them as read.
+            now = self._worktree_entry(path)
+            if path not in base_tree or now != base_tree[path]:
                 changed.add(path)
         return changed
 
@@ -360,11 +363,15 @@ class Repository:
             link = self.root / rel
             if exc.code != "change.symlink" or not link.is_symlink():
                 return None  # a link on the way, or not a file: count it as changed
-            target = os.fsencode(os.readlink(link))
-            blob = hashlib.sha1(f"blob {len(target)}\0".encode(), usedforsecurity=False)
-            blob.update(target)
+            target = os.readlink(link)
+            self.worktree_state[rel] = worktree_state(MODE_LINK, target)
+            raw = os.fsencode(target)
+            blob = hashlib.sha1(f"blob {len(raw)}\0".encode(), usedforsecurity=False)
+            blob.update(raw)
             return TreeEntry(MODE_LINK, blob.hexdigest())
         if hashes is None:
             return None
+        mode = "100755" if hashes.executable else "100644"
         self.worktree_sha256[rel] = hashes.sha256
-        return TreeEntry("100755" if hashes.executable else "100644", hashes.blob_sha1)
+        self.worktree_state[rel] = worktree_state(mode, hashes.sha256)
+        return TreeEntry(mode, hashes.blob_sha1)

@@ -293,7 +293,7 @@ def _compare(
     }
     result = CheckResult.from_findings(NAME, findings, details)
     mode = "worktree" if head is None else "commit"
-    state = HeadState(mode, base, head, dict(repo.worktree_sha256))
+    state = HeadState(mode, base, head, dict(repo.worktree_state))
     return replace(result, facts=(state,))
 
 

@@ -155,7 +155,7 @@ def check(
         except SnapshotError as exc:
             return _error(started, "tests.snapshot_failed", str(exc), mode=mode)
         if expected_files is not None:
-            moved = _moved(expected_files, snapshot.digests)
+            moved = _moved(expected_files, snapshot.entries)
             if moved:
                 return _error(
                     started,
@@ -260,7 +260,7 @@ def _hidden_paths(repo_path: Path, config: Config, keep: Sequence[Path]) -> list
 
 
 def _moved(expected: Mapping[str, str], copied: Mapping[str, str]) -> list[str]:
-    """Paths whose bytes differ between two reads of the working tree, sorted."""
+    """Paths whose bytes, mode or link target differ between two reads of the working tree."""
     ours = {os.fsencode(p).decode("utf-8", "backslashreplace"): d for p, d in copied.items()}
     return sorted(p for p in expected.keys() | ours.keys() if expected.get(p) != ours.get(p))
 
