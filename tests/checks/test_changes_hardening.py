@@ -13,8 +13,8 @@ from gitrepo import GitRepo, sha256
 from sessions import CALC
 
 from verifier.checks import HeadState
-from verifier.checks.changes import check
 from verifier.checks import tests as tests_module
+from verifier.checks.changes import check
 from verifier.config import Config, RepositoryConfig
 from verifier.contract import ClaimedChange
 from verifier.findings import CheckResult, CheckStatus
