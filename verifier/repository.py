@@ -181,6 +181,58 @@ def _decode(raw: bytes) -> str:
     return raw.decode("utf-8", "backslashreplace")
 
 
+class History:
+    """Ancestry questions about commits, asked of one repository: ours, or a trusted mirror.
+
+    Through `verifier._git`, so no graft file, no commit-graph and no replace
+    ref the agent wrote changes the answer.
+    """
+
+    def __init__(self, git: Git) -> None:
+        self._git = git
+
+    @classmethod
+    def mirror(cls, path: Path) -> History:
+        """The history of a mirror repository (bare or not); raises when it is not one."""
+        git = Git(path)
+        if not path.is_dir() or git.call("rev-parse", "--git-dir").returncode != 0:
+            raise InfrastructureError(f"trusted_mirror {str(path)!r} is not a git repository")
+        return cls(git)
+
+    def resolve_ref(self, ref: str) -> str | None:
+        """The commit a ref of our configuration names (``refs/remotes/origin/main``), or None."""
+        done = self._git.call(
+            "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"
+        )
+        if done.returncode != 0:
+            return None
+        return done.stdout.decode("ascii", "replace").strip() or None
+
+    def has_commit(self, oid: str) -> bool:
+        """Whether the full commit id `oid` names a commit here."""
+        done = self._git.call("cat-file", "-e", f"{oid}^{{commit}}")
+        return is_object_id(oid) and done.returncode == 0
+
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        """Whether commit `ancestor` is `descendant` or in its history."""
+        done = self._git.call("merge-base", "--is-ancestor", ancestor, descendant)
+        if done.returncode not in (0, 1):
+            error = done.stderr.decode("utf-8", "replace").strip()
+            raise InfrastructureError(f"git merge-base failed: {error}")
+        return done.returncode == 0
+
+    def behind(self, base: str, tip: str, limit: int) -> int:
+        """How many commits `tip` has that `base` has not (``rev-list --count base..tip``).
+
+        Counted up to ``limit + 1`` only: the answer past the limit does not matter,
+        and a long history costs nothing more.
+        """
+        out = self._git.run(
+            "rev-list", "--count", f"--max-count={limit + 1}", "--end-of-options", tip, f"^{base}"
+        )
+        return int(out.decode("ascii").strip())
+
+
 class Repository:
     """A repository we read and never write."""
 
@@ -258,22 +310,10 @@ class Repository:
             resolved.append(found[0] if len(found) == 1 else None)
         return resolved
 
-    def resolve_ref(self, ref: str) -> str | None:
-        """The commit a ref of our configuration names (``refs/remotes/origin/main``), or None."""
-        done = self._call(
-            "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"
-        )
-        if done.returncode != 0:
-            return None
-        return done.stdout.decode("ascii", "replace").strip() or None
-
-    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
-        """Whether commit `ancestor` is `descendant` or in its history."""
-        done = self._call("merge-base", "--is-ancestor", ancestor, descendant)
-        if done.returncode not in (0, 1):
-            error = done.stderr.decode("utf-8", "replace").strip()
-            raise InfrastructureError(f"git merge-base failed: {error}")
-        return done.returncode == 0
+    @property
+    def history(self) -> History:
+        """Ancestry questions asked of this repository."""
+        return History(self._git)
 
     def tree(self, commit: str) -> dict[str, TreeEntry]:
         """Every entry of the commit's tree, recursively: path -> (mode, blob sha)."""

@@ -173,16 +173,15 @@ def test_a_base_outside_the_trusted_history_fails(repo: GitRepo) -> None:
     # The agent's own commit weakens the tests, then names it as the base.
     weakened = repo.commit({"tests/test_calc.py": "def test_subtract():\n    assert True\n"})
     cfg = RepositoryConfig("calc", trusted_ref="refs/remotes/origin/main")
-    result = check(repo.path, weakened, None, [], cfg)
+    result = check(repo.path, weakened, weakened, [], cfg)
     assert codes(result) == ["change.base_untrusted"]
     assert result.status is CheckStatus.FAIL
-    assert check(repo.path, trusted, None, [], cfg).status is CheckStatus.FAIL  # undeclared
     assert codes(check(repo.path, trusted, weakened, [], cfg)) == ["change.undeclared"]
 
 
 def test_a_trusted_ref_that_is_missing_is_inconclusive(repo: GitRepo) -> None:
     cfg = RepositoryConfig("calc", trusted_ref="refs/remotes/origin/nope")
-    result = check(repo.path, repo.head(), None, [], cfg)
+    result = check(repo.path, repo.head(), repo.head(), [], cfg)
     assert result.status is CheckStatus.ERROR
     assert codes(result) == ["change.trusted_ref_missing"]
 

@@ -3,7 +3,9 @@
 Steps of `check`:
 
 1. open the repository and resolve the base commit (missing: inconclusive),
-   which must be in the history of the configured ``trusted_ref`` if any, and,
+   which must be the tip of the configured ``trusted_ref``, if any, or an
+   ancestor at most ``trusted_max_behind`` commits behind it, the ref read in
+   ``trusted_mirror`` (required in worktree mode); and,
    in commit mode, the head commit (missing: the work was never committed);
 2. vet every claim: a safe relative path, an action that agrees with its hashes,
    no path claimed twice, no protected path;
@@ -36,7 +38,7 @@ from verifier.contract import ClaimedChange
 from verifier.errors import InfrastructureError
 from verifier.findings import CheckResult
 from verifier.paths import UnsafeFile, glob_matches, hash_in_root, unicode_variant, unsafe_reason
-from verifier.repository import Repository, TreeEntry, changed_between
+from verifier.repository import History, Repository, TreeEntry, changed_between
 
 __all__ = ["NAME", "BlobDigestCache", "MemoryDigestCache", "check"]
 
@@ -163,7 +165,7 @@ def _check(
             "fetch it or point --repo at the right repository",
         )
     if repo_config.trusted_ref is not None:
-        untrusted = _untrusted_base(repo, base, repo_config.trusted_ref)
+        untrusted = _untrusted_base(repo, base, repo_config, worktree=head_commit is None)
         if untrusted is not None:
             return untrusted
     if head_commit is not None and head is None:
@@ -177,28 +179,63 @@ def _check(
     return _compare(repo, base, head, claims, repo_config, cache)
 
 
-def _untrusted_base(repo: Repository, base: str, trusted_ref: str) -> CheckResult | None:
-    """A result when the base is not in the history of the trusted ref, else None.
+def _untrusted_base(
+    repo: Repository, base: str, config: RepositoryConfig, *, worktree: bool
+) -> CheckResult | None:
+    """A result when the base is not one the trusted ref vouches for, else None.
 
-    Without this, a report could name as its base a commit of its own making
-    (tests weakened, say) and every comparison would start from there.
+    The rule: the base is the tip of ``trusted_ref`` or in its history, at most
+    ``trusted_max_behind`` commits behind the tip (``git rev-list --count
+    base..tip``). Without it a report could name as its base a commit of its
+    own making (tests weakened, say), or an old one from before the tests
+    existed. The ref is read in ``trusted_mirror`` when one is configured;
+    otherwise in the repository itself, which in worktree mode the agent could
+    have rewritten (it may move the ref): then the ref cannot be trusted and the
+    check cannot decide.
     """
-    trusted = repo.resolve_ref(trusted_ref)
+    ref = config.trusted_ref
+    assert ref is not None
+    if config.trusted_mirror is not None:
+        history = History.mirror(config.trusted_mirror)
+        where = f"the mirror {str(config.trusted_mirror)!r}"
+    elif worktree:
+        return CheckResult.error(
+            NAME,
+            "change.trusted_ref_untrustworthy",
+            f"trusted_ref {ref!r} would be read in the working tree's own repository, which "
+            "the session could write (it may move the ref): configure trusted_mirror, a "
+            "repository the agent cannot write, to verify uncommitted work against it",
+        )
+    else:
+        history, where = repo.history, "the repository"
+    trusted = history.resolve_ref(ref)
     if trusted is None:
         return CheckResult.error(
             NAME,
             "change.trusted_ref_missing",
-            f"the trusted ref {trusted_ref!r} of the configuration is not in the repository",
+            f"the trusted ref {ref!r} of the configuration is not in {where}",
         )
-    if repo.is_ancestor(base, trusted):
-        return None
-    finding = Finding(
-        "change.base_untrusted",
-        f"the base commit {base} is not in the history of {trusted_ref}",
-        expected=f"an ancestor of {trusted_ref} ({trusted})",
-        found=base,
-    )
-    return CheckResult.from_findings(NAME, [finding], {"trusted_ref": trusted_ref})
+    limit = config.trusted_max_behind
+    expected = f"the tip of {ref} ({trusted}) or an ancestor at most {limit} commits behind it"
+    if not history.has_commit(base) or not history.is_ancestor(base, trusted):
+        finding = Finding(
+            "change.base_untrusted",
+            f"the base commit {base} is not in the history of {ref} in {where}",
+            expected=expected,
+            found=base,
+        )
+        return CheckResult.from_findings(NAME, [finding], {"trusted_ref": ref})
+    behind = history.behind(base, trusted, limit)
+    if behind > limit:
+        finding = Finding(
+            "change.base_untrusted",
+            f"the base commit {base} is more than {limit} commits behind {ref} "
+            "(trusted_max_behind)",
+            expected=expected,
+            found=f"{base}, more than {limit} commits behind",
+        )
+        return CheckResult.from_findings(NAME, [finding], {"trusted_ref": ref})
+    return None
 
 
 def _compare(

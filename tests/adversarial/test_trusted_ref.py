@@ -1,0 +1,85 @@
+"""trusted_ref cannot be bent by the repository it vouches for."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from gitrepo import GitRepo
+
+from verifier.checks.changes import check
+from verifier.config import RepositoryConfig
+from verifier.findings import CheckResult, CheckStatus
+
+REF = "refs/remotes/origin/main"
+WEAK = {"tests/test_calc.py": "def test_subtract():\n    assert True\n"}
+
+
+def codes(result: CheckResult) -> list[str]:
+    return [f.code for f in result.findings]
+
+
+def trusted(**keys: object) -> RepositoryConfig:
+    return RepositoryConfig("calc", trusted_ref=REF, **keys)  # type: ignore[arg-type]
+
+
+def test_a_graft_cannot_make_the_agents_base_an_ancestor(repo: GitRepo) -> None:
+    tip = repo.head()
+    repo.git("update-ref", REF, tip)
+    weakened = repo.commit(WEAK, "weaken the tests")
+    # .git/info/grafts: the trusted tip now claims the agent's commit as its parent.
+    (repo.path / ".git" / "info").mkdir(exist_ok=True)
+    (repo.path / ".git" / "info" / "grafts").write_text(f"{tip} {weakened}\n")
+    plain = subprocess.run(
+        ["git", "merge-base", "--is-ancestor", weakened, tip], cwd=repo.path, check=False
+    )
+    assert plain.returncode == 0  # git itself is fooled
+
+    result = check(repo.path, weakened, weakened, [], trusted())
+
+    assert result.status is CheckStatus.FAIL
+    assert codes(result) == ["change.base_untrusted"]
+
+
+def test_a_base_too_far_behind_the_trusted_tip_fails(repo: GitRepo) -> None:
+    old = repo.head()
+    for i in range(3):
+        repo.commit({f"doc{i}.txt": f"{i}\n"}, f"upstream {i}")
+    repo.git("update-ref", REF, repo.head())
+    two_behind = repo.git("rev-parse", "HEAD~2")
+
+    result = check(repo.path, old, old, [], trusted(trusted_max_behind=2))
+    assert codes(result) == ["change.base_untrusted"]
+    assert "more than 2 commits behind" in result.findings[0].message
+    assert (
+        check(repo.path, two_behind, two_behind, [], trusted(trusted_max_behind=2)).status
+        is CheckStatus.PASS
+    )
+    tip_only = trusted(trusted_max_behind=0)
+    assert codes(check(repo.path, two_behind, two_behind, [], tip_only)) == [
+        "change.base_untrusted"
+    ]
+    assert check(repo.path, repo.head(), repo.head(), [], tip_only).status is CheckStatus.PASS
+
+
+def test_worktree_mode_without_a_mirror_cannot_trust_the_ref(repo: GitRepo) -> None:
+    """The agent writes this repository: it could have moved the ref to its own commit."""
+    repo.git("update-ref", REF, repo.head())
+    result = check(repo.path, repo.head(), None, [], trusted())
+    assert result.status is CheckStatus.ERROR
+    assert codes(result) == ["change.trusted_ref_untrustworthy"]
+
+
+def test_worktree_mode_reads_the_ref_in_the_mirror(repo: GitRepo, tmp_path: Path) -> None:
+    tip = repo.head()
+    repo.git("update-ref", REF, tip)
+    mirror = tmp_path / "mirror.git"
+    subprocess.run(["git", "clone", "-q", "--mirror", str(repo.path), str(mirror)], check=True)
+    weakened = repo.commit(WEAK, "weaken the tests")
+    repo.git("update-ref", REF, weakened)  # the agent moves the ref in its own repository
+    cfg = trusted(trusted_mirror=mirror)
+
+    moved = check(repo.path, weakened, None, [], cfg)
+    assert codes(moved) == ["change.base_untrusted"]
+    honest = check(repo.path, tip, tip, [], cfg)
+    assert honest.status is CheckStatus.PASS, honest.findings
