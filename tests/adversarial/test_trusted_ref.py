@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
 from pathlib import Path
 
 from gitrepo import GitRepo
+from sessions import config_toml, fixed_session, to_bytes
 
 from verifier.checks.changes import check
 from verifier.config import RepositoryConfig
@@ -83,3 +86,50 @@ def test_worktree_mode_reads_the_ref_in_the_mirror(repo: GitRepo, tmp_path: Path
     assert codes(moved) == ["change.base_untrusted"]
     honest = check(repo.path, tip, tip, [], cfg)
     assert honest.status is CheckStatus.PASS, honest.findings
+
+
+def _verify_cli(report: Path, config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "verifier", "verify", str(report), "--config", str(config),
+         "--no-store", "--format", "json", *args],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+
+
+def test_a_report_naming_a_laxer_repository_is_refused(repo: GitRepo, tmp_path: Path) -> None:
+    """--repo names the protected repository; repo.name names a lax one: a usage error."""
+    report = fixed_session(repo).report()
+    report["repo"]["name"] = "lax"
+    (tmp_path / "report.json").write_bytes(to_bytes(report))
+    config = config_toml(tmp_path, repo, protected_paths=["calc.py"])
+    lax = tmp_path / "elsewhere"
+    lax.mkdir()
+    with config.open("a") as fh:
+        fh.write(f'\n[repositories.lax]\npath = "{lax}"\ntest_command = ["true"]\n')
+
+    refused = _verify_cli(tmp_path / "report.json", config, "--repo", str(repo.path))
+    assert refused.returncode == 2, refused.stderr
+    assert "'lax'" in refused.stderr and str(lax) in refused.stderr
+    assert refused.stdout == ""
+
+    bound = _verify_cli(
+        tmp_path / "report.json", config, "--repo", str(repo.path), "--repo-name", "calc"
+    )
+    verdict = json.loads(bound.stdout)
+    assert bound.returncode == 1, bound.stderr
+    assert [f["code"] for f in verdict["checks"]["changes"]["findings"]] == [
+        "change.protected_path"
+    ]
+
+
+def test_a_path_configured_under_another_name_is_refused(repo: GitRepo, tmp_path: Path) -> None:
+    report = fixed_session(repo).report()
+    report["repo"]["name"] = "unconfigured"
+    (tmp_path / "report.json").write_bytes(to_bytes(report))
+    config = config_toml(tmp_path, repo)
+    done = _verify_cli(tmp_path / "report.json", config, "--repo", str(repo.path))
+    assert done.returncode == 2
+    assert "configured as 'calc'" in done.stderr
+    unknown = _verify_cli(tmp_path / "report.json", config, "--repo-name", "nope")
+    assert unknown.returncode == 2
+    assert "--repo-name: no repository 'nope'" in unknown.stderr
