@@ -1,9 +1,12 @@
-"""Read-only access to a git repository: GitPython opens it, plumbing reads it.
+"""Read-only access to a git repository: git plumbing opens it and reads it.
 
 The repository is the agent's work, so it is read as untrusted data. Every git
 command goes through `verifier._git` (argument list, timeout that kills, no
-inherited ``GIT_*``, ``GIT_OPTIONAL_LOCKS=0``, no replace refs, the
-repository's configuration denied the programs it could start). Besides:
+inherited ``GIT_*``, ``GIT_OPTIONAL_LOCKS=0``, no replace refs or grafts, the
+repository's configuration denied the programs it could start). Even opening
+it: ``git rev-parse`` tells what the folder is, under our timeout, where a
+library parsing ``.git/config`` in our process (GitPython did) hangs forever
+on a config that is a FIFO. Besides:
 
 * the working tree is compared with the base commit by hashing its files
   ourselves, as git blobs of their raw bytes, never through the index: index
@@ -27,9 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-import git
-
-from verifier._git import BlobDigestCache, Git, is_object_id
+from verifier._git import GIT_TIMEOUT_S, BlobDigestCache, Git, is_object_id
 from verifier.errors import InfrastructureError
 from verifier.paths import UnsafeFile, hash_in_root, is_dotgit, worktree_state
 
@@ -233,20 +234,35 @@ class History:
         return int(out.decode("ascii").strip())
 
 
+def _work_tree(git: Git, path: Path) -> Path:
+    """The root of the work tree at `path`, or raise: not a repository, bare, or a subfolder.
+
+    One ``git rev-parse``, under the timeout of `git`. Its answers come in the
+    order asked, so a bare repository is told by the first line even though
+    ``--show-toplevel`` then fails.
+    """
+    done = git.call("rev-parse", "--is-bare-repository", "--git-dir", "--show-toplevel")
+    lines = done.stdout.decode("utf-8", "surrogateescape").splitlines()
+    if lines[:1] == ["true"]:
+        raise InfrastructureError(f"{str(path)!r} is a bare repository: no working tree")
+    if done.returncode != 0 or len(lines) != 3:
+        raise InfrastructureError(f"{str(path)!r} is not a git repository")
+    root = Path(lines[2]).resolve()
+    if root != path.resolve():  # a folder inside a repository is not that repository
+        raise InfrastructureError(
+            f"{str(path)!r} is not a git repository (it is inside {str(root)!r})"
+        )
+    return root
+
+
 class Repository:
     """A repository we read and never write."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, timeout_s: float = GIT_TIMEOUT_S) -> None:
         if not path.is_dir():
             raise InfrastructureError(f"repository {str(path)!r} does not exist")
-        try:
-            self._repo = git.Repo(path, search_parent_directories=False)
-        except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-            raise InfrastructureError(f"{str(path)!r} is not a git repository") from None
-        if self._repo.bare:
-            raise InfrastructureError(f"{str(path)!r} is a bare repository: no working tree")
-        self.root = Path(self._repo.working_tree_dir or path).resolve()
-        self._git = Git(self.root)
+        self.root = _work_tree(Git(path, timeout_s=timeout_s), path)
+        self._git = Git(self.root, timeout_s=timeout_s)
         # SHA-256 of the regular files `changed_in_worktree` read, so none is read twice.
         self.worktree_sha256: dict[str, str] = {}
         # Every file and link `changed_in_worktree` read, as `worktree_state` gives it.
@@ -255,7 +271,7 @@ class Repository:
         self.folders: dict[str, list[tuple[str, str]]] = {}
 
     def close(self) -> None:
-        self._repo.close()
+        """Nothing is held open between git commands; kept for ``with``."""
 
     def __enter__(self) -> Repository:
         return self
