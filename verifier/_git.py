@@ -264,15 +264,23 @@ class Git:
         """A ``git cat-file --batch`` that will give the blobs `ids`, in that order."""
         return CatFile(self, ids)
 
-    def read_objects(self, ids: Sequence[str], kind: str) -> list[bytes]:
-        """The raw bytes of each object of `ids`, which must all be of `kind` (trees, commits).
+    def read_objects(self, requests: Sequence[tuple[str, str]]) -> list[tuple[str, bytes]]:
+        """Each requested object's id and raw bytes, in one ``git cat-file --batch``.
 
-        For small objects read whole; blobs are streamed by `cat_file`.
+        A request is (name, kind): a full object id, or an expression of ours
+        such as ``<commit>^{tree}``, and the kind the object must be (trees and
+        commits: small objects, read whole; blobs are streamed by `cat_file`).
         """
-        if not ids:
+        if not requests:
             return []
-        with CatFile(self, ids, kind) as batch:
-            return [batch.read(oid) for oid in ids]
+        names = [name for name, _ in requests]
+        with CatFile(self, names) as batch:
+            found: list[tuple[str, bytes]] = []
+            for name, kind in requests:
+                batch.header(name, kind)
+                oid = batch.last_id
+                found.append((oid, batch.read(name)))
+            return found
 
     def blob_sha256s(
         self, *runs: Sequence[str], cache: BlobDigestCache | None = None
@@ -333,9 +341,9 @@ class CatFile:
     then `stream` (or `read`) once. Leaving early stops git.
     """
 
-    def __init__(self, git: Git, ids: Sequence[str], kind: str = "blob") -> None:
+    def __init__(self, git: Git, ids: Sequence[str]) -> None:
         self.git = git
-        self.kind = kind
+        self.last_id = ""  # the object id of the last header read
         self._errors = tempfile.TemporaryFile()  # noqa: SIM115 (closed by `close`)
         try:
             with tempfile.TemporaryFile() as request:
@@ -368,16 +376,21 @@ class CatFile:
         self._out.close()
         self._errors.close()
 
-    def header(self, oid: str) -> int:
-        """The size of the next record, which must be the object `oid` of our `kind`."""
+    def header(self, oid: str, kind: str = "blob") -> int:
+        """The size of the next record, which must be the object `oid`, of `kind`.
+
+        `oid` may also be an expression of ours (``<commit>^{tree}``): then the
+        record names the object it resolved to (`last_id`).
+        """
         line = self._out.readline()
         fields = line.split()
         if fields[1:] == [b"missing"]:
             raise self.git.error(f"git cat-file: object {oid} is missing from the repository")
-        kind = self.kind.encode("ascii")
-        if len(fields) != 3 or fields[0] != oid.encode("ascii") or fields[1] != kind:
+        named = len(fields) == 3 and (fields[0] == oid.encode("ascii") or not is_object_id(oid))
+        if not named or fields[1] != kind.encode("ascii"):
             shown = line.decode("utf-8", "replace").strip() or "end of output"
-            raise self._broken(f"expected {self.kind} {oid}, got {shown!r}")
+            raise self._broken(f"expected {kind} {oid}, got {shown!r}")
+        self.last_id = fields[0].decode("ascii")
         size = int(fields[2])
         self._pending = (oid, size)
         return size

@@ -61,6 +61,8 @@ def is_dotgit(name: str) -> bool:
     reading ``.git:stream`` as ``.git``, and the short name ``git~1``. A tree
     holding such a name would write into the repository of whoever checks it out.
     """
+    if name.isascii() and "git" not in name.lower():  # the common case, quickly
+        return False
     if name.translate(_HFS_IGNORED).lower() == ".git":
         return True
     ntfs = name.lower().partition(":")[0].rstrip(". ")

@@ -269,6 +269,8 @@ class Repository:
         self.worktree_state: dict[str, str] = {}
         # The folders of each commit's tree that `trees` listed: (path, tree id).
         self.folders: dict[str, list[tuple[str, str]]] = {}
+        # The commits base..head that `trees` listed when given `since`.
+        self.chain: list[str] = []
 
     def close(self) -> None:
         """Nothing is held open between git commands; kept for ``with``."""
@@ -335,53 +337,54 @@ class Repository:
         """Every entry of the commit's tree, recursively: path -> (mode, blob sha)."""
         return self.trees(commit)[0]
 
-    def trees(self, *commits: str) -> list[dict[str, TreeEntry]]:
+    def trees(self, *commits: str, since: str | None = None) -> list[dict[str, TreeEntry]]:
         """`tree` of each commit, their ``git ls-tree`` run at the same time.
 
-        The folders each listing names are kept (`folders`) for `object_problems`.
+        The folders each listing names are kept (`folders`) for `object_problems`;
+        with `since`, so are the commits ``since..<last commit>`` (`chain`),
+        listed by a ``git rev-list`` run beside them.
         """
-        outs = self._git.run_many(
-            *(("ls-tree", "-r", "-t", "-z", "--full-tree", c) for c in commits)
-        )
+        commands: list[tuple[str, ...]] = [
+            ("ls-tree", "-r", "-t", "-z", "--full-tree", c) for c in commits
+        ]
+        if since is not None:
+            commands.append(("rev-list", "--end-of-options", commits[-1], f"^{since}"))
+        outs = self._git.run_many(*commands)
+        if since is not None:
+            self.chain = outs.pop().decode("ascii", "replace").split()
         parsed = [_parse_tree(out) for out in outs]
         for commit, (_, folders) in zip(commits, parsed, strict=True):
             self.folders[commit] = folders
         return [entries for entries, _ in parsed]
 
-    def object_problems(
-        self, commits: Sequence[str], base: str | None = None
-    ) -> list[ObjectProblem]:
-        """What git's ``fsck --strict`` would flag in what the check relies on.
+    def object_problems(self, head: str) -> list[ObjectProblem]:
+        """What git's ``fsck --strict`` would flag in what the tests will run on.
 
-        The commit objects of `commits` and, with `base`, of every commit in
-        ``base..commit``; and every tree of `commits` (their root and each
-        folder, as `trees` listed them; call it first). Objects are read by
-        ``git cat-file --batch`` and checked by `tree_problems` and
-        `commit_problems`, scoped so that the cost follows the size of what is
-        verified, never of the repository's whole object store.
+        The commit objects of `chain` (``base..head``, as `trees` listed them
+        with `since`) and `head`, and every tree of `head`: its root and each
+        folder `trees` listed. All are read by one ``git cat-file --batch`` and
+        checked by `commit_problems` and `tree_problems`, so the cost follows
+        the size of the head state, never the repository's whole object store.
+        The base's trees are not read: nothing of them is copied for the tests.
         """
-        chain: list[str] = list(commits)
-        if base is not None:
-            for commit in commits:
-                out = self._run("rev-list", "--end-of-options", commit, f"^{base}")
-                chain.extend(out.decode("ascii").split())
-        chain = list(dict.fromkeys(chain))
-        problems: list[ObjectProblem] = []
-        roots: list[tuple[str, str]] = []
-        for oid, raw in zip(chain, self._git.read_objects(chain, "commit"), strict=True):
-            problems += [ObjectProblem("commit", oid, oid, m) for m in commit_problems(raw)]
-            if oid in commits and raw.startswith(b"tree "):
-                roots.append(("", raw[5 : raw.find(b"\n")].decode("ascii", "replace")))
+        commits = list(dict.fromkeys([*self.chain, head]))
         folders: dict[str, str] = {}
-        for path, oid in roots + [f for c in commits for f in self.folders.get(c, [])]:
+        for path, oid in self.folders.get(head, []):
             if is_object_id(oid):
                 folders.setdefault(oid, path)
-        ids = list(folders)
-        for oid, raw in zip(ids, self._git.read_objects(ids, "tree"), strict=True):
-            problems += [
-                ObjectProblem("tree", oid, folders[oid], m)
-                for m in tree_problems(raw, len(oid) // 2)
-            ]
+        requests = [(c, "commit") for c in commits] + [(f"{head}^{{tree}}", "tree")]
+        requests += [(oid, "tree") for oid in folders]
+        problems: list[ObjectProblem] = []
+        for (name, kind), (oid, raw) in zip(
+            requests, self._git.read_objects(requests), strict=True
+        ):
+            if kind == "commit":
+                problems += [ObjectProblem("commit", oid, oid, m) for m in commit_problems(raw)]
+            else:
+                path = folders.get(name, "")
+                problems += [
+                    ObjectProblem("tree", oid, path, m) for m in tree_problems(raw, len(oid) // 2)
+                ]
         return problems
 
     def blob_sha256s(

@@ -11,9 +11,9 @@ Steps of `check`:
    no path claimed twice, no protected path;
 3. list what git sees as changed from base to head (commit mode: the two trees;
    worktree mode: tracked changes plus untracked files that are not ignored),
-   and refuse what git's ``fsck --strict`` would: the trees of base and head
-   (duplicate or unsorted entries, ``.git``-like names...) and the commits
-   along base..head (`change.tree_invalid`, `change.commit_invalid`);
+   and, in commit mode, refuse what git's ``fsck --strict`` would: the trees
+   of head (duplicate or unsorted entries, ``.git``-like names...) and the
+   commits along base..head (`change.tree_invalid`, `change.commit_invalid`);
 4. hash each safe claim's raw bytes at base and at head, and compare with the
    claimed ``sha256_before`` / ``sha256_after``;
 5. every changed path must be claimed, otherwise ``change.undeclared``.
@@ -27,6 +27,7 @@ Only full object ids of our own ``git ls-tree`` output reach the cache.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -284,22 +285,27 @@ def _compare(
         visible = repo.worktree_paths()
         changed = repo.changed_in_worktree(base_tree, visible)
     else:
-        base_tree, head_tree = repo.trees(base, head)
+        base_tree, head_tree = repo.trees(base, head, since=base)
         changed = changed_between(base_tree, head_tree)
-    findings.extend(_object_findings(repo, base, head))
 
-    # 4. Hash each claim at base and head; every claimed blob is read in one batch.
-    paths = [claim.path for claim in safe]
-    digests = repo.blob_sha256s(
-        list(_file_blobs(base_tree, paths)), list(_file_blobs(head_tree, paths)), cache=cache
-    )
-    base_side = Side("base commit", base_tree, repo, digests)
-    if head_tree is None:
-        head_side = Side("working tree", None, repo, visible=visible)
-    else:
-        head_side = Side("head commit", head_tree, repo, digests)
-    for claim in safe:
-        findings.extend(_hash_findings(claim, base_side, head_side))
+    with ThreadPoolExecutor(1, thread_name_prefix="objects") as pool:
+        # The objects are read by their own git while the claims are hashed: the waits overlap.
+        objects = None if head is None else pool.submit(_object_findings, repo, head)
+
+        # 4. Hash each claim at base and head; every claimed blob is read in one batch.
+        paths = [claim.path for claim in safe]
+        digests = repo.blob_sha256s(
+            list(_file_blobs(base_tree, paths)), list(_file_blobs(head_tree, paths)), cache=cache
+        )
+        base_side = Side("base commit", base_tree, repo, digests)
+        if head_tree is None:
+            head_side = Side("working tree", None, repo, visible=visible)
+        else:
+            head_side = Side("head commit", head_tree, repo, digests)
+        for claim in safe:
+            findings.extend(_hash_findings(claim, base_side, head_side))
+        if objects is not None:
+            findings.extend(objects.result())
 
     # 5. Every change must be claimed.
     for path in sorted(changed - seen):
@@ -334,15 +340,15 @@ def _compare(
     return replace(result, facts=(state,))
 
 
-def _object_findings(repo: Repository, base: str, head: str | None) -> list[Finding]:
-    """A finding for each tree or commit git's ``fsck --strict`` would flag.
+def _object_findings(repo: Repository, head: str) -> list[Finding]:
+    """A finding for each tree or commit git's ``fsck --strict`` would flag (commit mode).
 
     A tree listing ``calc.py`` twice is read one way here (the last entry) and
     another way by a checkout (the first): what we hash must be what is tested.
+    Worktree mode tests the files on disk, which no tree describes.
     """
     findings: list[Finding] = []
-    commits = [base] if head is None else [base, head]
-    for problem in repo.object_problems(commits, None if head is None else base):
+    for problem in repo.object_problems(head):
         if problem.kind == "tree":
             where = f"folder {problem.path!r}" if problem.path else "the root folder"
             findings.append(
