@@ -246,7 +246,9 @@ def _work_tree(git: Git, path: Path) -> Path:
     if lines[:1] == ["true"]:
         raise InfrastructureError(f"{str(path)!r} is a bare repository: no working tree")
     if done.returncode != 0 or len(lines) != 3:
-        raise InfrastructureError(f"{str(path)!r} is not a git repository")
+        said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        why = "" if not said or "not a git repository" in said[0] else f" (git: {said[0]})"
+        raise InfrastructureError(f"{str(path)!r} is not a git repository{why}")
     root = Path(lines[2]).resolve()
     if root != path.resolve():  # a folder inside a repository is not that repository
         raise InfrastructureError(
