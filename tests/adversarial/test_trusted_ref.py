@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -133,3 +134,36 @@ def test_a_path_configured_under_another_name_is_refused(repo: GitRepo, tmp_path
     unknown = _verify_cli(tmp_path / "report.json", config, "--repo-name", "nope")
     assert unknown.returncode == 2
     assert "--repo-name: no repository 'nope'" in unknown.stderr
+
+
+def _forge_first_parent(graph: Path, commit: str, parent: str) -> None:
+    """Rewrite `commit`'s first parent in a commit-graph file (git reads it unverified)."""
+    data = bytearray(graph.read_bytes())
+    assert data[:4] == b"CGPH"
+    chunks = {}
+    for i in range(data[6] + 1):
+        at = 8 + 12 * i
+        chunks[bytes(data[at : at + 4])] = struct.unpack(">Q", data[at + 4 : at + 12])[0]
+    count = struct.unpack(">I", data[chunks[b"OIDF"] + 255 * 4 : chunks[b"OIDF"] + 256 * 4])[0]
+    listed = chunks[b"OIDL"]
+    ids = [bytes(data[listed + 20 * i : listed + 20 * (i + 1)]).hex() for i in range(count)]
+    struct.pack_into(">I", data, chunks[b"CDAT"] + 36 * ids.index(commit) + 20, ids.index(parent))
+    graph.chmod(0o644)
+    graph.write_bytes(bytes(data))
+
+
+def test_a_forged_commit_graph_cannot_bring_an_old_base_closer(repo: GitRepo) -> None:
+    """A commit-graph the agent wrote says the tip's parent is the old base: not believed."""
+    old = repo.head()
+    for i in range(3):
+        repo.commit({f"doc{i}.txt": f"{i}\n"}, f"upstream {i}")
+    tip = repo.head()
+    repo.git("update-ref", REF, tip)
+    repo.git("-c", "commitGraph.generationVersion=1", "commit-graph", "write", "--reachable")
+    _forge_first_parent(repo.path / ".git" / "objects" / "info" / "commit-graph", tip, old)
+    assert repo.git("rev-list", "--count", tip, f"^{old}") == "1"  # git itself is fooled
+
+    result = check(repo.path, old, old, [], trusted(trusted_max_behind=1))
+
+    assert codes(result) == ["change.base_untrusted"]
+    assert "more than 1 commits behind" in result.findings[0].message
