@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from verifier._git import (
     remember_digests,
 )
 from verifier.errors import InfrastructureError
+from verifier.repository import Repository
 
 
 class _PlumbingError(InfrastructureError):
@@ -192,3 +194,32 @@ def test_only_full_object_ids_reach_the_cache() -> None:
         False,
         False,
     ]
+
+
+def test_a_fifo_git_config_ends_in_an_error_not_a_hang(tmp_path: Path) -> None:
+    """Opening the repository reads its config through git, under our timeout."""
+    repo = GitRepo(tmp_path / "r")
+    config = repo.path / ".git" / "config"
+    config.unlink()
+    os.mkfifo(config)
+    with pytest.raises(InfrastructureError, match="timed out"):
+        Repository(repo.path, timeout_s=1)
+
+
+def test_opening_tells_bare_repositories_subfolders_and_plain_folders_apart(
+    tmp_path: Path,
+) -> None:
+    repo = GitRepo(tmp_path / "r")
+    (repo.path / "sub").mkdir()
+    subprocess.run(["git", "init", "-q", "--bare", str(tmp_path / "b.git")], check=True)
+    (tmp_path / "plain").mkdir()
+    cases = {
+        tmp_path / "gone": "does not exist",
+        tmp_path / "plain": "is not a git repository",
+        tmp_path / "b.git": "is a bare repository",
+        repo.path / "sub": "is not a git repository \\(it is inside",
+    }
+    for path, message in cases.items():
+        with pytest.raises(InfrastructureError, match=message):
+            Repository(path)
+    assert Repository(repo.path).root == repo.path.resolve()

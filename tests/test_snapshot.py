@@ -306,3 +306,38 @@ def test_temp_parent_picks_a_memory_folder_only_when_it_has_room(tmp_path: Path)
     assert temp_parent(1 << 60, shm=tmp_path) is None  # an exabyte: no room anywhere
     (tmp_path / "link").symlink_to(tmp_path)
     assert temp_parent(0, shm=tmp_path / "link") is None
+
+
+def _object(repo: GitRepo, kind: str, data: bytes) -> str:
+    done = subprocess.run(
+        ["git", "hash-object", "-w", "--literally", "-t", kind, "--stdin"],
+        cwd=repo.path, input=data, capture_output=True, check=True,
+    )  # fmt: skip
+    return done.stdout.decode().strip()
+
+
+def test_a_tree_listing_a_path_twice_is_not_copied(repo: GitRepo, tmp_path: Path) -> None:
+    """The changes check reads the last entry of a path; a copy holding the first is refused."""
+    first = _object(repo, "blob", b"def f():\n    return 1\n")
+    last = _object(repo, "blob", b"def f():\n    return 2\n")
+    raw = b"".join(b"100644 calc.py\0" + bytes.fromhex(oid) for oid in (first, last))
+    commit = repo.git("commit-tree", _object(repo, "tree", raw), "-m", "twice")
+
+    with pytest.raises(SnapshotError, match="names the path more than once"):
+        materialize(repo.path, commit, tmp_path / "copy")
+
+
+def test_worktree_entries_hold_modes_and_link_targets(repo: GitRepo, tmp_path: Path) -> None:
+    repo.write({"run.sh": "#!/bin/sh\n", "new.txt": "created, not committed\n"})
+    (repo.path / "run.sh").chmod(0o755)
+    os.symlink("run.sh", repo.path / "link")
+    repo.git("add", "run.sh", "link")
+    repo.git("commit", "-qm", "c")
+
+    info = materialize(repo.path, None, tmp_path / "copy")
+
+    assert info.entries == {
+        "run.sh": "100755 " + hashlib.sha256(b"#!/bin/sh\n").hexdigest(),
+        "new.txt": "100644 " + hashlib.sha256(b"created, not committed\n").hexdigest(),
+        "link": "120000 run.sh",
+    }

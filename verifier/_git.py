@@ -12,9 +12,12 @@ The repository is the agent's work, so git is run as on untrusted data:
 * no inherited ``GIT_*`` variable (``GIT_DIR`` or ``GIT_INDEX_FILE`` would point
   it elsewhere), ``GIT_OPTIONAL_LOCKS=0`` (no index refresh, nothing written),
   ``GIT_NO_REPLACE_OBJECTS=1`` (``refs/replace`` would swap the commit we
-  check), no prompt;
+  check), ``GIT_GRAFT_FILE=/dev/null`` (``.git/info/grafts`` would rewrite a
+  commit's parents, and so what is an ancestor of the trusted ref), no prompt;
 * `SAFE_CONFIG` ``-c`` options, which outrank the repository's own
-  configuration, deny it the programs it could start (``core.fsmonitor``).
+  configuration, deny it the programs it could start (``core.fsmonitor``) and
+  the shortcuts it could forge (``core.commitGraph``: a commit-graph file the
+  agent wrote could claim any ancestry).
 
 Blobs are read by one ``git cat-file --batch`` fed every object id at once (from
 a temp file, so neither side waits on the other), each record streamed in
@@ -46,6 +49,7 @@ SAFE_CONFIG = (
     "-c", "core.quotepath=false",
     "-c", "core.fsmonitor=false",
     "-c", "core.untrackedCache=false",
+    "-c", "core.commitGraph=false",
 )  # fmt: skip
 CHUNK = 1 << 20
 #: `Git.blob_sha256s` splits at least this many blobs between this many processes.
@@ -57,9 +61,14 @@ _Stream = int | IO[bytes]
 
 
 def git_environment() -> dict[str, str]:
-    """Our environment for git: no inherited ``GIT_*``, no replace refs, no prompts."""
+    """Our environment for git: no inherited ``GIT_*``, no replace refs, no grafts, no prompts."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0", GIT_NO_REPLACE_OBJECTS="1")
+    env.update(
+        GIT_OPTIONAL_LOCKS="0",
+        GIT_TERMINAL_PROMPT="0",
+        GIT_NO_REPLACE_OBJECTS="1",
+        GIT_GRAFT_FILE=os.devnull,
+    )
     return env
 
 
@@ -255,6 +264,24 @@ class Git:
         """A ``git cat-file --batch`` that will give the blobs `ids`, in that order."""
         return CatFile(self, ids)
 
+    def read_objects(self, requests: Sequence[tuple[str, str]]) -> list[tuple[str, bytes]]:
+        """Each requested object's id and raw bytes, in one ``git cat-file --batch``.
+
+        A request is (name, kind): a full object id, or an expression of ours
+        such as ``<commit>^{tree}``, and the kind the object must be (trees and
+        commits: small objects, read whole; blobs are streamed by `cat_file`).
+        """
+        if not requests:
+            return []
+        names = [name for name, _ in requests]
+        with CatFile(self, names) as batch:
+            found: list[tuple[str, bytes]] = []
+            for name, kind in requests:
+                batch.header(name, kind)
+                oid = batch.last_id
+                found.append((oid, batch.read(name)))
+            return found
+
     def blob_sha256s(
         self, *runs: Sequence[str], cache: BlobDigestCache | None = None
     ) -> dict[str, str]:
@@ -316,6 +343,7 @@ class CatFile:
 
     def __init__(self, git: Git, ids: Sequence[str]) -> None:
         self.git = git
+        self.last_id = ""  # the object id of the last header read
         self._errors = tempfile.TemporaryFile()  # noqa: SIM115 (closed by `close`)
         try:
             with tempfile.TemporaryFile() as request:
@@ -348,15 +376,21 @@ class CatFile:
         self._out.close()
         self._errors.close()
 
-    def header(self, oid: str) -> int:
-        """The size of the next record, which must be the blob `oid`."""
+    def header(self, oid: str, kind: str = "blob") -> int:
+        """The size of the next record, which must be the object `oid`, of `kind`.
+
+        `oid` may also be an expression of ours (``<commit>^{tree}``): then the
+        record names the object it resolved to (`last_id`).
+        """
         line = self._out.readline()
         fields = line.split()
         if fields[1:] == [b"missing"]:
             raise self.git.error(f"git cat-file: object {oid} is missing from the repository")
-        if len(fields) != 3 or fields[0] != oid.encode("ascii") or fields[1] != b"blob":
+        named = len(fields) == 3 and (fields[0] == oid.encode("ascii") or not is_object_id(oid))
+        if not named or fields[1] != kind.encode("ascii"):
             shown = line.decode("utf-8", "replace").strip() or "end of output"
-            raise self._broken(f"expected blob {oid}, got {shown!r}")
+            raise self._broken(f"expected {kind} {oid}, got {shown!r}")
+        self.last_id = fields[0].decode("ascii")
         size = int(fields[2])
         self._pending = (oid, size)
         return size

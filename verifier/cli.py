@@ -92,6 +92,11 @@ def main() -> None:
     type=click.Path(file_okay=False, path_type=Path),
     help="The repository (default: the configured path of repo.name).",
 )
+@click.option(
+    "--repo-name",
+    metavar="NAME",
+    help="The configured repository whose policy applies (default: repo.name).",
+)
 @config_option
 @click.option("--test-command", help="Test command, split like a shell would (never run by one).")
 @click.option("--test-timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds.")
@@ -100,6 +105,7 @@ def main() -> None:
 def verify_cmd(
     report: str,
     repo_path: Path | None,
+    repo_name: str | None,
     config_path: Path | None,
     test_command: str | None,
     test_timeout: float | None,
@@ -113,7 +119,12 @@ def verify_cmd(
     config = Config.load(config_path)
     raw = _read(report)
     command = parse_command(test_command, "--test-command") if test_command is not None else None
-    options = Options(repo_path=repo_path, test_command=command, test_timeout_s=test_timeout)
+    options = Options(
+        repo_path=repo_path,
+        repo_name=repo_name,
+        test_command=command,
+        test_timeout_s=test_timeout,
+    )
     progress = None if fmt == "json" else render.progress_printer()
     outcome = verify_report(
         raw, config, options, store=not no_store, source=report, progress=progress

@@ -32,6 +32,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    NonNegativeInt,
     TypeAdapter,
     ValidationError,
     model_validator,
@@ -47,7 +48,10 @@ CONFIG_NAME = "verifier.toml"
 
 _STRICT = ConfigDict(extra="forbid", populate_by_name=True)
 # Keys whose relative values are paths, relative to the folder of their file.
-_PATH_KEYS = {"verifier": ("profiles_dir",), "repository": ("path", "python", "venv")}
+_PATH_KEYS = {
+    "verifier": ("profiles_dir",),
+    "repository": ("path", "python", "venv", "trusted_mirror"),
+}
 
 
 def default_database_url() -> str:
@@ -131,8 +135,13 @@ class RepositoryConfig:
     test_timeout_s: Seconds | None = Field(default=None, alias="test_timeout")
     # A change matching one of these globs fails (protect the test infrastructure).
     protected_paths: Globs = ()
-    # A ref only people update (e.g. refs/remotes/origin/main): the base must be in its history.
+    # A ref only people update (e.g. refs/remotes/origin/main): the base must be in its history,
+    # at most `trusted_max_behind` commits behind its tip (0: the tip itself).
     trusted_ref: Text | None = None
+    trusted_max_behind: NonNegativeInt = 1000
+    # A repository the agent cannot write (a mirror the service fetches) where
+    # `trusted_ref` is read; required for a trusted_ref in worktree mode.
+    trusted_mirror: Path | None = None
     # How a run's results are read (docs/runners.md): "auto" (pytest and unittest are
     # counted, other runners are not), "junit" (the files of `results_junit`), "exit-code".
     # In TOML: results = "auto" | "exit-code" | { junit = ["reports/*.xml"] }.

@@ -23,7 +23,8 @@ def unsafe_reason(path: str) -> str | None:
     The contract's rule: a relative POSIX path, compared byte for byte, with no
     absolute form, ``..``, backslash, NUL or empty segment. A ``.`` segment is
     refused too: git never names a file that way, so the claim could not match;
-    and so is a ``.git`` segment in any case: that is git's storage, not content.
+    and so is a segment some file system takes for ``.git`` (`is_dotgit`): that
+    is git's storage, not content.
     """
     if path == "":
         return "the path is empty"
@@ -40,9 +41,32 @@ def unsafe_reason(path: str) -> str | None:
         return "the path has an empty segment"
     if "." in segments:
         return "the path has a '.' segment"
-    if any(segment.lower() == ".git" for segment in segments):
+    if any(is_dotgit(segment) for segment in segments):
         return "the path is inside a '.git' folder, which is git's, not the repository's"
     return None
+
+
+# Code points HFS+ ignores when it compares names: ".g\u200cit" is ".git" there.
+_HFS_IGNORED = dict.fromkeys(
+    map(ord, "\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
+             "\u206a\u206b\u206c\u206d\u206e\u206f\ufeff")
+)  # fmt: skip
+
+
+def is_dotgit(name: str) -> bool:
+    """Whether some file system takes the path segment `name` for git's ``.git`` folder.
+
+    git's fsck rules (``hasDotgit``): any case (``.GIT``); HFS+ ignoring some
+    invisible code points; NTFS dropping trailing dots and spaces (``.git.``),
+    reading ``.git:stream`` as ``.git``, and the short name ``git~1``. A tree
+    holding such a name would write into the repository of whoever checks it out.
+    """
+    if name.isascii() and "git" not in name.lower():  # the common case, quickly
+        return False
+    if name.translate(_HFS_IGNORED).lower() == ".git":
+        return True
+    ntfs = name.lower().partition(":")[0].rstrip(". ")
+    return ntfs in (".git", "git~1")
 
 
 def unicode_variant(path: str, existing: Collection[str]) -> str | None:
@@ -71,6 +95,17 @@ def glob_matches(pattern: str, path: str) -> bool:
 def _glob_spec(pattern: str) -> pathspec.GitIgnoreSpec:
     literal = "\\" + pattern if pattern.startswith(("!", "#")) else pattern
     return pathspec.GitIgnoreSpec.from_lines([literal])
+
+
+def worktree_state(mode: str, content: str) -> str:
+    """One working-tree path as read: its git mode and the SHA-256 of its bytes, or link target.
+
+    ``"100644 <sha256>"``, ``"100755 <sha256>"``, ``"120000 <target>"``: the
+    changes check and the copy for the tests (`verifier.snapshot`) each
+    describe what they read this way, so a file whose bytes, mode or link
+    target changed between the two reads is seen (`tests.head_moved`).
+    """
+    return f"{mode} {content}"
 
 
 class UnsafeFile(Exception):

@@ -89,8 +89,9 @@ def verify_report(
 
     1. read the document (all but the trajectory); bytes that are not a report
        are kept as rejected and `InvalidReport` is raised;
-    2. a ``--repo`` that is not a git repository is the operator's mistake
-       (`ConfigError`), not a verdict: nothing is stored;
+    2. a ``--repo`` that is not a git repository, or whose policy is in doubt
+       (`check_policy`), is the operator's mistake (`ConfigError`), not a
+       verdict: nothing is stored;
     3. verify; as soon as the whole report has loaded, while the tests run, it
        is stored as the session (a session id stored with other bytes raises
        `SessionConflict` and cancels the checks);
@@ -108,6 +109,7 @@ def verify_report(
 
         if options.repo_path is not None:
             _require_repository(options.repo_path)
+        check_policy(config, report.doc.repo.name, options)
 
         try:
             verification = verify(
@@ -129,6 +131,47 @@ def verify_report(
     finally:
         if db is not None:
             db.close()
+
+
+def check_policy(config: Config, report_name: str, options: Options) -> None:
+    """Refuse a verification whose policy the report, not the operator, would pick.
+
+    ``--repo-name`` must name a configured repository: the operator binds the
+    path to that policy explicitly. Without it, the policy is the one of the
+    report's ``repo.name``; with ``--repo``, a report could name a laxer
+    configured repository (fewer protected paths, another test command) while
+    the operator points at the protected one. So ``--repo`` must be the
+    configured path of ``repo.name`` when it has one, and a ``--repo`` that is
+    the configured path of other names must be one of those names.
+    """
+    if options.repo_name is not None:
+        if options.repo_name not in config.repositories:
+            known = ", ".join(sorted(config.repositories)) or "none"
+            raise ConfigError(
+                f"--repo-name: no repository {options.repo_name!r} in the configuration "
+                f"(configured: {known})"
+            )
+        return
+    if options.repo_path is None:
+        return
+    given = options.repo_path.resolve()
+    owners = sorted(
+        name
+        for name, repo in config.repositories.items()
+        if repo.path is not None and repo.path.resolve() == given
+    )
+    named = config.repositories.get(report_name)
+    if named is not None and named.path is not None and named.path.resolve() != given:
+        raise ConfigError(
+            f"--repo {str(options.repo_path)!r} is not the repository the report names: "
+            f"repo.name {report_name!r} is configured with path {str(named.path)!r}; "
+            "pass --repo-name to choose the policy for this path"
+        )
+    if owners and report_name not in owners:
+        raise ConfigError(
+            f"--repo {str(options.repo_path)!r} is configured as {owners[0]!r}, but the report "
+            f"names repo.name {report_name!r}; pass --repo-name to choose the policy"
+        )
 
 
 def _require_repository(path: Path) -> None:

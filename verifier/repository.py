@@ -1,9 +1,12 @@
-"""Read-only access to a git repository: GitPython opens it, plumbing reads it.
+"""Read-only access to a git repository: git plumbing opens it and reads it.
 
 The repository is the agent's work, so it is read as untrusted data. Every git
 command goes through `verifier._git` (argument list, timeout that kills, no
-inherited ``GIT_*``, ``GIT_OPTIONAL_LOCKS=0``, no replace refs, the
-repository's configuration denied the programs it could start). Besides:
+inherited ``GIT_*``, ``GIT_OPTIONAL_LOCKS=0``, no replace refs or grafts, the
+repository's configuration denied the programs it could start). Even opening
+it: ``git rev-parse`` tells what the folder is, under our timeout, where a
+library parsing ``.git/config`` in our process (GitPython did) hangs forever
+on a config that is a FIFO. Besides:
 
 * the working tree is compared with the base commit by hashing its files
   ourselves, as git blobs of their raw bytes, never through the index: index
@@ -27,11 +30,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-import git
-
-from verifier._git import BlobDigestCache, Git, is_object_id
+from verifier._git import GIT_TIMEOUT_S, BlobDigestCache, Git, is_object_id
 from verifier.errors import InfrastructureError
-from verifier.paths import UnsafeFile, hash_in_root
+from verifier.paths import UnsafeFile, hash_in_root, is_dotgit, worktree_state
 
 MODE_LINK = "120000"
 
@@ -56,43 +57,225 @@ def changed_between(base: Mapping[str, TreeEntry], head: Mapping[str, TreeEntry]
     return {path for path in base.keys() | head.keys() if base.get(path) != head.get(path)}
 
 
-_TREE_RECORD = re.compile(rb"([0-7]+) [a-z]+ ([0-9a-f]+)\t([^\0]*)\0")
+_TREE_RECORD = re.compile(rb"([0-7]+) ([a-z]+) ([0-9a-f]+)\t([^\0]*)\0")
 
 
-def _parse_tree(listing: bytes) -> dict[str, TreeEntry]:
-    """``git ls-tree -r -z`` output as path -> entry (one regex pass: 1,000s of entries)."""
+def _parse_tree(listing: bytes) -> tuple[dict[str, TreeEntry], list[tuple[str, str]]]:
+    """``git ls-tree -r -t -z`` output as path -> entry, and the (path, id) of each folder.
+
+    One regex pass: 1,000s of entries.
+    """
     records = _TREE_RECORD.findall(listing)
     if len(records) != listing.count(b"\0"):  # never skip an entry we could not read
         raise InfrastructureError("git ls-tree: output in an unexpected format")
-    return {
-        _decode(path): TreeEntry(mode.decode("ascii"), sha.decode("ascii"))
-        for mode, sha, path in records
-    }
+    entries: dict[str, TreeEntry] = {}
+    folders: list[tuple[str, str]] = []
+    for mode, kind, sha, path in records:
+        if kind == b"tree":
+            folders.append((_decode(path), sha.decode("ascii")))
+        else:
+            entries[_decode(path)] = TreeEntry(mode.decode("ascii"), sha.decode("ascii"))
+    return entries, folders
+
+
+class ObjectProblem(NamedTuple):
+    """A tree or commit git's ``fsck --strict`` would flag: which, where, git's message."""
+
+    kind: str  # "tree" or "commit"
+    oid: str
+    path: str  # the tree's folder ("" for the root); the commit's id
+    message: str  # git's message id and text: "duplicateEntries: contains duplicate..."
+
+
+_TREE_MODES = frozenset((b"100644", b"100755", b"120000", b"40000", b"160000"))
+_GIT_IDENT = re.compile(rb"[^<>\n]*<[^<>\n]*> [0-9]+ [+-][0-9]{4}")
+
+
+def tree_problems(raw: bytes, id_bytes: int) -> list[str]:
+    """git's fsck messages for one raw tree object, each once, in git's order of checks.
+
+    The rules of git's ``fsck_tree`` with ``--strict``: names that are empty,
+    hold a ``/``, are ``.``, ``..`` or taken for ``.git`` somewhere
+    (`is_dotgit`); ids of zeros; modes git never writes (``100664``, padded
+    ``040000``); entries out of git's order, or twice. A tree git would refuse
+    to check out can give one checkout tool a file another does not see.
+    """
+    entry = re.compile(rb"([0-9]+) ([^\0]*)\0(.{%d})" % id_bytes, re.DOTALL)
+    found: dict[str, None] = {}
+    names: set[bytes] = set()
+    previous = b""
+    pos = 0
+    null = bytes(id_bytes)
+    for match in entry.finditer(raw):
+        if match.start() != pos:
+            break
+        pos = match.end()
+        mode, name, oid = match.groups()
+        if not name:
+            found["emptyName: contains empty pathname"] = None
+        if b"/" in name:
+            found["fullPathname: contains full pathnames"] = None
+        if name == b".":
+            found["hasDot: contains '.'"] = None
+        if name == b"..":
+            found["hasDotdot: contains '..'"] = None
+        if is_dotgit(name.decode("utf-8", "replace")):
+            found["hasDotgit: contains '.git'"] = None
+        if oid == null:
+            found["nullSha1: contains entries pointing to null sha1"] = None
+        if mode.startswith(b"0"):
+            found["zeroPaddedFilemode: contains zero-padded file modes"] = None
+        elif mode not in _TREE_MODES:
+            found["badFilemode: contains bad file modes"] = None
+        key = name + b"/" if mode.lstrip(b"0") == b"40000" else name
+        if name in names:
+            found["duplicateEntries: contains duplicate file entries"] = None
+        elif previous and key < previous:
+            found["treeNotSorted: not properly sorted"] = None
+        names.add(name)
+        previous = key
+    if pos != len(raw):
+        found["badTree: cannot be parsed as a tree"] = None
+    return list(found)
+
+
+def commit_problems(raw: bytes) -> list[str]:
+    """git's fsck messages for one raw commit's header (``fsck_commit``), each once.
+
+    One ``tree`` line first, then ``parent`` lines, one ``author``, one
+    ``committer``, each well formed, and no NUL in the header: a commit with
+    two ``tree`` lines is read one way by one tool and another way by another.
+    """
+    header = raw.split(b"\n\n", 1)[0]
+    found: dict[str, None] = {}
+    if b"\0" in header:
+        found["nulInHeader: NUL byte in the commit object header"] = None
+    lines = header.split(b"\n")
+    keys = [line.partition(b" ")[0] for line in lines]
+    tree = lines[0].partition(b" ")[2] if lines else b""
+    if keys[:1] != [b"tree"] or not is_object_id(tree.decode("ascii", "replace")):
+        found["badTreeSha1: invalid 'tree' line format - bad sha1"] = None
+    at = 1
+    while at < len(keys) and keys[at] == b"tree":  # git reads the first, a parser may not
+        found["badTree: more than one 'tree' line"] = None
+        at += 1
+    while at < len(keys) and keys[at] == b"parent":
+        if not is_object_id(lines[at].partition(b" ")[2].decode("ascii", "replace")):
+            found["badParentSha1: invalid 'parent' line format - bad sha1"] = None
+        at += 1
+    for role, missing in (
+        (b"author", "missingAuthor: invalid format - expected 'author' line"),
+        (b"committer", "missingCommitter: invalid format - expected 'committer' line"),
+    ):
+        if at >= len(keys) or keys[at] != role:
+            found[missing] = None
+            continue
+        if not _GIT_IDENT.fullmatch(lines[at].partition(b" ")[2]):
+            found[f"badIdent: invalid {role.decode()} line"] = None
+        at += 1
+        if role == b"author" and at < len(keys) and keys[at] == b"author":
+            found["multipleAuthors: invalid format - multiple 'author' lines"] = None
+    return list(found)
 
 
 def _decode(raw: bytes) -> str:
     return raw.decode("utf-8", "backslashreplace")
 
 
+class History:
+    """Ancestry questions about commits, asked of one repository: ours, or a trusted mirror.
+
+    Through `verifier._git`, so no graft file, no commit-graph and no replace
+    ref the agent wrote changes the answer.
+    """
+
+    def __init__(self, git: Git) -> None:
+        self._git = git
+
+    @classmethod
+    def mirror(cls, path: Path) -> History:
+        """The history of a mirror repository (bare or not); raises when it is not one."""
+        git = Git(path)
+        if not path.is_dir() or git.call("rev-parse", "--git-dir").returncode != 0:
+            raise InfrastructureError(f"trusted_mirror {str(path)!r} is not a git repository")
+        return cls(git)
+
+    def resolve_ref(self, ref: str) -> str | None:
+        """The commit a ref of our configuration names (``refs/remotes/origin/main``), or None."""
+        done = self._git.call(
+            "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"
+        )
+        if done.returncode != 0:
+            return None
+        return done.stdout.decode("ascii", "replace").strip() or None
+
+    def has_commit(self, oid: str) -> bool:
+        """Whether the full commit id `oid` names a commit here."""
+        done = self._git.call("cat-file", "-e", f"{oid}^{{commit}}")
+        return is_object_id(oid) and done.returncode == 0
+
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        """Whether commit `ancestor` is `descendant` or in its history."""
+        done = self._git.call("merge-base", "--is-ancestor", ancestor, descendant)
+        if done.returncode not in (0, 1):
+            error = done.stderr.decode("utf-8", "replace").strip()
+            raise InfrastructureError(f"git merge-base failed: {error}")
+        return done.returncode == 0
+
+    def behind(self, base: str, tip: str, limit: int) -> int:
+        """How many commits `tip` has that `base` has not (``rev-list --count base..tip``).
+
+        Counted up to ``limit + 1`` only: the answer past the limit does not matter,
+        and a long history costs nothing more.
+        """
+        out = self._git.run(
+            "rev-list", "--count", f"--max-count={limit + 1}", "--end-of-options", tip, f"^{base}"
+        )
+        return int(out.decode("ascii").strip())
+
+
+def _work_tree(git: Git, path: Path) -> Path:
+    """The root of the work tree at `path`, or raise: not a repository, bare, or a subfolder.
+
+    One ``git rev-parse``, under the timeout of `git`. Its answers come in the
+    order asked, so a bare repository is told by the first line even though
+    ``--show-toplevel`` then fails.
+    """
+    done = git.call("rev-parse", "--is-bare-repository", "--git-dir", "--show-toplevel")
+    lines = done.stdout.decode("utf-8", "surrogateescape").splitlines()
+    if lines[:1] == ["true"]:
+        raise InfrastructureError(f"{str(path)!r} is a bare repository: no working tree")
+    if done.returncode != 0 or len(lines) != 3:
+        said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        why = "" if not said or "not a git repository" in said[0] else f" (git: {said[0]})"
+        raise InfrastructureError(f"{str(path)!r} is not a git repository{why}")
+    root = Path(lines[2]).resolve()
+    if root != path.resolve():  # a folder inside a repository is not that repository
+        raise InfrastructureError(
+            f"{str(path)!r} is not a git repository (it is inside {str(root)!r})"
+        )
+    return root
+
+
 class Repository:
     """A repository we read and never write."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, timeout_s: float = GIT_TIMEOUT_S) -> None:
         if not path.is_dir():
             raise InfrastructureError(f"repository {str(path)!r} does not exist")
-        try:
-            self._repo = git.Repo(path, search_parent_directories=False)
-        except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-            raise InfrastructureError(f"{str(path)!r} is not a git repository") from None
-        if self._repo.bare:
-            raise InfrastructureError(f"{str(path)!r} is a bare repository: no working tree")
-        self.root = Path(self._repo.working_tree_dir or path).resolve()
-        self._git = Git(self.root)
+        self.root = _work_tree(Git(path, timeout_s=timeout_s), path)
+        self._git = Git(self.root, timeout_s=timeout_s)
         # SHA-256 of the regular files `changed_in_worktree` read, so none is read twice.
         self.worktree_sha256: dict[str, str] = {}
+        # Every file and link `changed_in_worktree` read, as `worktree_state` gives it.
+        self.worktree_state: dict[str, str] = {}
+        # The folders of each commit's tree that `trees` listed: (path, tree id).
+        self.folders: dict[str, list[tuple[str, str]]] = {}
+        # The commits base..head that `trees` listed when given `since`.
+        self.chain: list[str] = []
 
     def close(self) -> None:
-        self._repo.close()
+        """Nothing is held open between git commands; kept for ``with``."""
 
     def __enter__(self) -> Repository:
         return self
@@ -147,31 +330,64 @@ class Repository:
             resolved.append(found[0] if len(found) == 1 else None)
         return resolved
 
-    def resolve_ref(self, ref: str) -> str | None:
-        """The commit a ref of our configuration names (``refs/remotes/origin/main``), or None."""
-        done = self._call(
-            "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"
-        )
-        if done.returncode != 0:
-            return None
-        return done.stdout.decode("ascii", "replace").strip() or None
-
-    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
-        """Whether commit `ancestor` is `descendant` or in its history."""
-        done = self._call("merge-base", "--is-ancestor", ancestor, descendant)
-        if done.returncode not in (0, 1):
-            error = done.stderr.decode("utf-8", "replace").strip()
-            raise InfrastructureError(f"git merge-base failed: {error}")
-        return done.returncode == 0
+    @property
+    def history(self) -> History:
+        """Ancestry questions asked of this repository."""
+        return History(self._git)
 
     def tree(self, commit: str) -> dict[str, TreeEntry]:
         """Every entry of the commit's tree, recursively: path -> (mode, blob sha)."""
         return self.trees(commit)[0]
 
-    def trees(self, *commits: str) -> list[dict[str, TreeEntry]]:
-        """`tree` of each commit, their ``git ls-tree`` run at the same time."""
-        outs = self._git.run_many(*(("ls-tree", "-r", "-z", "--full-tree", c) for c in commits))
-        return [_parse_tree(out) for out in outs]
+    def trees(self, *commits: str, since: str | None = None) -> list[dict[str, TreeEntry]]:
+        """`tree` of each commit, their ``git ls-tree`` run at the same time.
+
+        The folders each listing names are kept (`folders`) for `object_problems`;
+        with `since`, so are the commits ``since..<last commit>`` (`chain`),
+        listed by a ``git rev-list`` run beside them.
+        """
+        commands: list[tuple[str, ...]] = [
+            ("ls-tree", "-r", "-t", "-z", "--full-tree", c) for c in commits
+        ]
+        if since is not None:
+            commands.append(("rev-list", "--end-of-options", commits[-1], f"^{since}"))
+        outs = self._git.run_many(*commands)
+        if since is not None:
+            self.chain = outs.pop().decode("ascii", "replace").split()
+        parsed = [_parse_tree(out) for out in outs]
+        for commit, (_, folders) in zip(commits, parsed, strict=True):
+            self.folders[commit] = folders
+        return [entries for entries, _ in parsed]
+
+    def object_problems(self, head: str) -> list[ObjectProblem]:
+        """What git's ``fsck --strict`` would flag in what the tests will run on.
+
+        The commit objects of `chain` (``base..head``, as `trees` listed them
+        with `since`) and `head`, and every tree of `head`: its root and each
+        folder `trees` listed. All are read by one ``git cat-file --batch`` and
+        checked by `commit_problems` and `tree_problems`, so the cost follows
+        the size of the head state, never the repository's whole object store.
+        The base's trees are not read: nothing of them is copied for the tests.
+        """
+        commits = list(dict.fromkeys([*self.chain, head]))
+        folders: dict[str, str] = {}
+        for path, oid in self.folders.get(head, []):
+            if is_object_id(oid):
+                folders.setdefault(oid, path)
+        requests = [(c, "commit") for c in commits] + [(f"{head}^{{tree}}", "tree")]
+        requests += [(oid, "tree") for oid in folders]
+        problems: list[ObjectProblem] = []
+        for (name, kind), (oid, raw) in zip(
+            requests, self._git.read_objects(requests), strict=True
+        ):
+            if kind == "commit":
+                problems += [ObjectProblem("commit", oid, oid, m) for m in commit_problems(raw)]
+            else:
+                path = folders.get(name, "")
+                problems += [
+                    ObjectProblem("tree", oid, path, m) for m in tree_problems(raw, len(oid) // 2)
+                ]
+        return problems
 
     def blob_sha256s(
         self, *runs: Sequence[str], cache: BlobDigestCache | None = None
@@ -189,8 +405,9 @@ class Repository:
         """
         changed = {path for path in base_tree if path not in visible}
         for path in visible:
-            entry = base_tree.get(path)
-            if entry is None or self._worktree_entry(path) != entry:
+            # Created files are hashed too: the copy for the tests must hold them as read.
+            now = self._worktree_entry(path)
+            if path not in base_tree or now != base_tree[path]:
                 changed.add(path)
         return changed
 
@@ -207,11 +424,15 @@ class Repository:
             link = self.root / rel
             if exc.code != "change.symlink" or not link.is_symlink():
                 return None  # a link on the way, or not a file: count it as changed
-            target = os.fsencode(os.readlink(link))
-            blob = hashlib.sha1(f"blob {len(target)}\0".encode(), usedforsecurity=False)
-            blob.update(target)
+            target = os.readlink(link)
+            self.worktree_state[rel] = worktree_state(MODE_LINK, target)
+            raw = os.fsencode(target)
+            blob = hashlib.sha1(f"blob {len(raw)}\0".encode(), usedforsecurity=False)
+            blob.update(raw)
             return TreeEntry(MODE_LINK, blob.hexdigest())
         if hashes is None:
             return None
+        mode = "100755" if hashes.executable else "100644"
         self.worktree_sha256[rel] = hashes.sha256
-        return TreeEntry("100755" if hashes.executable else "100644", hashes.blob_sha1)
+        self.worktree_state[rel] = worktree_state(mode, hashes.sha256)
+        return TreeEntry(mode, hashes.blob_sha1)

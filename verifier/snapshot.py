@@ -41,7 +41,7 @@ from verifier._git import (
     remember_digests,
 )
 from verifier.errors import InfrastructureError
-from verifier.paths import unsafe_reason
+from verifier.paths import unsafe_reason, worktree_state
 
 __all__ = ["SkippedPath", "SnapshotError", "SnapshotInfo", "materialize", "temp_parent"]
 
@@ -84,6 +84,10 @@ class SnapshotInfo:
     skipped: tuple[SkippedPath, ...] = ()
     # SHA-256 of every regular file as copied, by path: what the tests will run on.
     digests: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+    # Worktree mode: every file and link as read (`verifier.paths.worktree_state`:
+    # mode and SHA-256, or link target), copied or not, to hold against what the
+    # changes check read (`HeadState.files`).
+    entries: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
 
 def temp_parent(need_bytes: int | None = None, *, shm: Path = SHM) -> Path | None:
@@ -144,12 +148,16 @@ def _copy_commit(repo: Git, commit: str, writer: _Writer, cache: BlobDigestCache
     listing = repo.run("ls-tree", "-r", "-z", "--full-tree", commit)
     links: list[tuple[str, str]] = []  # (object id, path)
     files: list[tuple[str, int, str]] = []  # (object id, permission bits, path)
+    # What a reader of the listing that keeps the last entry of a path (the changes
+    # check) takes each path to be: the copy must hold the same.
+    listed: dict[str, str] = {}
     for record in listing.split(b"\0"):
         if not record:
             continue
         meta, _, raw_path = record.partition(b"\t")
         mode, kind, oid = meta.decode("ascii").split(" ")
         rel = os.fsdecode(raw_path)
+        listed[rel] = oid
         if kind != "blob":
             writer.skip(rel, f"{kind} entry (submodule), not copied")
         elif (reason := unsafe_reason(rel)) is not None:
@@ -176,6 +184,32 @@ def _copy_commit(repo: Git, commit: str, writer: _Writer, cache: BlobDigestCache
             if digest is not None and oid not in known:
                 learned[oid] = digest
     remember_digests(cache, learned)
+    _check_commit_copy(commit, listed, files, writer.digests, {**known, **learned})
+
+
+def _check_commit_copy(
+    commit: str,
+    listed: Mapping[str, str],
+    files: list[tuple[str, int, str]],
+    copied: Mapping[str, str],
+    blob_digests: Mapping[str, str],
+) -> None:
+    """Each regular file of the copy holds the blob the tree lists for its path, or raise.
+
+    Checked after the copy is made, on the copy's own digests: a tree that lists
+    a path twice (git would refuse it; ``hash-object --literally`` writes it)
+    has one entry hashed by the changes check and the other in the copy.
+    """
+    for oid, _, rel in files:
+        if rel not in copied:
+            continue  # skipped, and recorded as skipped
+        expected = blob_digests.get(listed.get(rel, ""))
+        if expected is None or copied[rel] != expected:
+            raise SnapshotError(
+                f"the copy of {rel!r} does not hold the blob commit {commit} lists for it "
+                f"(copied {oid}, listed {listed.get(rel)}): the tree names the path more "
+                "than once"
+            )
 
 
 def _discard(_chunk: bytes) -> None:
@@ -206,11 +240,17 @@ def _copy_worktree(repo: Git, writer: _Writer) -> None:
         except OSError as exc:
             raise SnapshotError(f"cannot read {rel!r} in {str(root)!r}: {exc}") from None
         if stat.S_ISLNK(info.st_mode):
-            writer.add_symlink(rel, os.readlink(source))
+            target = os.readlink(source)
+            writer.entries[rel] = worktree_state(_MODE_LINK, target)
+            writer.add_symlink(rel, target)
         elif stat.S_ISREG(info.st_mode):
-            writer.write_file(
+            digest = writer.write_file(
                 rel, stat.S_IMODE(info.st_mode), info.st_size, _file_filler(source, rel)
             )
+            if digest is not None:
+                # The mode as git would record it: the owner's execute bit, as the changes check.
+                executable = info.st_mode & stat.S_IXUSR
+                writer.entries[rel] = worktree_state("100755" if executable else "100644", digest)
         else:
             writer.skip(rel, "not a regular file or a link (nested repository?)")
 
@@ -250,6 +290,7 @@ class _Writer:
         self.files = 0
         self.bytes = 0
         self.digests: dict[str, str] = {}
+        self.entries: dict[str, str] = {}
         self.links: list[tuple[str, str]] = []
         self.skipped: list[SkippedPath] = []
         self._folders: set[str] = {""}  # made already, relative to `dest`
@@ -340,6 +381,7 @@ class _Writer:
             bytes=self.bytes,
             symlinks=len(made),
             digests=self.digests,
+            entries=self.entries,
             skipped=tuple(self.skipped),
         )
 

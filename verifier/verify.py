@@ -30,6 +30,8 @@ class Options:
     """What the command line may override for one verification."""
 
     repo_path: Path | None = None
+    # The configured repository whose policy applies, instead of the report's repo.name.
+    repo_name: str | None = None
     test_command: Sequence[str] | None = None
     test_timeout_s: float | None = None
 
@@ -46,9 +48,11 @@ def verify(
 ) -> Verification:
     """Decide whether the session of `report` delivered its work.
 
-    1. resolve the repository: ``--repo``, else the configured path of
-       ``repo.name`` (never the report's own ``repo.path``: a report does not
-       choose what it is checked against), and the test command and timeout;
+    1. resolve the repository: its policy is the configured one of
+       ``--repo-name``, else of the report's ``repo.name``; its path ``--repo``,
+       else the configured path (never the report's own ``repo.path``: a report
+       does not choose what it is checked against); then the test command and
+       timeout;
     2. start every check (`verifier.checks.registered`), each in its own thread
        as soon as the checks it reads are done: changes, then the tests on the
        head state it established; audit at once;
@@ -105,7 +109,7 @@ def _context(
     progress: Progress | None,
     digest_cache: DigestCache | None,
 ) -> Context:
-    repo = config.repository(report.doc.repo.name)
+    repo = config.repository(options.repo_name or report.doc.repo.name)
     command = options.test_command if options.test_command is not None else repo.test_command
     timeout = options.test_timeout_s or repo.test_timeout_s or config.test_timeout_s
     if timeout <= 0:

@@ -6,14 +6,16 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from gitrepo import GitRepo, sha256
 from sessions import CALC
 
 from verifier.checks import HeadState
+from verifier.checks import tests as tests_module
 from verifier.checks.changes import check
-from verifier.config import RepositoryConfig
+from verifier.config import Config, RepositoryConfig
 from verifier.contract import ClaimedChange
 from verifier.findings import CheckResult, CheckStatus
 
@@ -161,7 +163,7 @@ def test_worktree_hashes_are_handed_on_for_the_tests(repo: GitRepo) -> None:
     result = check(repo.path, base, None, [modify("calc.py", CALC, FIXED)], CFG)
     (state,) = result.facts
     assert isinstance(state, HeadState) and state.mode == "worktree"
-    assert state.files["calc.py"] == sha256(FIXED.encode())
+    assert state.files["calc.py"] == "100644 " + sha256(FIXED.encode())
     assert "tests/test_calc.py" in state.files
 
 
@@ -171,16 +173,15 @@ def test_a_base_outside_the_trusted_history_fails(repo: GitRepo) -> None:
     # The agent's own commit weakens the tests, then names it as the base.
     weakened = repo.commit({"tests/test_calc.py": "def test_subtract():\n    assert True\n"})
     cfg = RepositoryConfig("calc", trusted_ref="refs/remotes/origin/main")
-    result = check(repo.path, weakened, None, [], cfg)
+    result = check(repo.path, weakened, weakened, [], cfg)
     assert codes(result) == ["change.base_untrusted"]
     assert result.status is CheckStatus.FAIL
-    assert check(repo.path, trusted, None, [], cfg).status is CheckStatus.FAIL  # undeclared
     assert codes(check(repo.path, trusted, weakened, [], cfg)) == ["change.undeclared"]
 
 
 def test_a_trusted_ref_that_is_missing_is_inconclusive(repo: GitRepo) -> None:
     cfg = RepositoryConfig("calc", trusted_ref="refs/remotes/origin/nope")
-    result = check(repo.path, repo.head(), None, [], cfg)
+    result = check(repo.path, repo.head(), repo.head(), [], cfg)
     assert result.status is CheckStatus.ERROR
     assert codes(result) == ["change.trusted_ref_missing"]
 
@@ -211,3 +212,72 @@ def test_claims_in_bulk_are_hashed_in_parallel_batches(repo: GitRepo) -> None:
     result = check(repo.path, base, head, claims, CFG)
     assert codes(result) == ["change.hash_mismatch"]
     assert result.findings[0].path == "pkg/m057.py"
+
+
+def _worktree_then_tests(
+    repo: GitRepo, base: str, claims: list[ClaimedChange], between: Callable[[], object]
+) -> tuple[CheckResult, CheckResult]:
+    """The changes check, then `between` (a leftover process), then the tests, as verify() does."""
+    changes = check(repo.path, base, None, claims, CFG)
+    (state,) = changes.facts
+    assert isinstance(state, HeadState)
+    between()
+    config = Config(network_isolation="off")
+    command = (sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider")
+    tests = tests_module.check(repo.path, None, command, 60, config, expected_files=state.files)
+    return changes, tests
+
+
+def test_a_symlink_flipped_before_the_copy_is_never_delivered(repo: GitRepo) -> None:
+    repo.write(
+        {
+            "expected_good.txt": "5\n",
+            "expected_bad.txt": "8\n",
+            "tests/test_data.py": (
+                "from pathlib import Path\n\n\ndef test_data():\n"
+                "    assert Path('expected.txt').read_text() == '5\\n'\n"
+            ),
+        }
+    )
+    os.symlink("expected_bad.txt", repo.path / "expected.txt")
+    base = repo.commit(msg="data through a link")
+    os.remove(repo.path / "expected.txt")
+    os.symlink("expected_good.txt", repo.path / "expected.txt")
+
+    def flip() -> None:  # back to the failing target, after the changes check read it
+        os.remove(repo.path / "expected.txt")
+        os.symlink("expected_bad.txt", repo.path / "expected.txt")
+
+    claim = ClaimedChange(
+        path="calc.py", action="modify", sha256_before=sha256(CALC.encode()),
+        sha256_after=sha256(FIXED.encode()),
+    )  # fmt: skip
+    repo.write({"calc.py": FIXED})
+    changes, tests = _worktree_then_tests(repo, base, [claim], flip)
+    assert codes(changes) == ["change.undeclared"]  # the link's new target was not claimed
+    assert tests.status is CheckStatus.ERROR
+    assert codes(tests) == ["tests.head_moved"]
+    assert "expected.txt" in tests.findings[0].message
+
+
+def test_a_mode_flipped_before_the_copy_is_seen(repo: GitRepo) -> None:
+    base = repo.head()
+    repo.write({"calc.py": FIXED})
+    _, tests = _worktree_then_tests(
+        repo, base, [modify("calc.py", CALC, FIXED)], lambda: (repo.path / "calc.py").chmod(0o755)
+    )
+    assert codes(tests) == ["tests.head_moved"]
+
+
+def test_an_uncommitted_session_that_creates_a_file_is_delivered(repo: GitRepo) -> None:
+    base = repo.head()
+    helper = "def double(x):\n    return 2 * x\n"
+    repo.write({"calc.py": FIXED, "helper.py": helper})
+    created = ClaimedChange(
+        path="helper.py", action="create", sha256_before=None, sha256_after=sha256(helper.encode())
+    )
+    changes, tests = _worktree_then_tests(
+        repo, base, [modify("calc.py", CALC, FIXED), created], lambda: None
+    )
+    assert changes.status is CheckStatus.PASS, changes.findings
+    assert tests.status is CheckStatus.PASS, tests.findings

@@ -40,8 +40,10 @@ class HeadState:
     mode: str  # "commit" or "worktree"
     base_commit: str
     head_commit: str | None  # the resolved full hash; None in worktree mode
-    # Worktree mode: SHA-256 of every file the changes check read, by path, which
-    # the copy for the tests must hold byte for byte.
+    # Worktree mode: every file and link the changes check read (tracked, or untracked
+    # and not ignored), by path, as `verifier.repository.worktree_state` describes it
+    # ("100644 <sha256>", "120000 <target>"): the copy for the tests must hold the
+    # same bytes, modes and link targets (`SnapshotInfo.entries`).
     files: Mapping[str, str] = field(default_factory=dict, repr=False)
     # The paths that changed between base and head, sorted, and for those that are
     # regular files in the head commit their blob ids (empty in worktree mode): what

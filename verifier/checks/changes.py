@@ -3,12 +3,17 @@
 Steps of `check`:
 
 1. open the repository and resolve the base commit (missing: inconclusive),
-   which must be in the history of the configured ``trusted_ref`` if any, and,
+   which must be the tip of the configured ``trusted_ref``, if any, or an
+   ancestor at most ``trusted_max_behind`` commits behind it, the ref read in
+   ``trusted_mirror`` (required in worktree mode); and,
    in commit mode, the head commit (missing: the work was never committed);
 2. vet every claim: a safe relative path, an action that agrees with its hashes,
    no path claimed twice, no protected path;
 3. list what git sees as changed from base to head (commit mode: the two trees;
-   worktree mode: tracked changes plus untracked files that are not ignored);
+   worktree mode: tracked changes plus untracked files that are not ignored),
+   and, in commit mode, refuse what git's ``fsck --strict`` would: the trees
+   of head (duplicate or unsorted entries, ``.git``-like names...) and the
+   commits along base..head (`change.tree_invalid`, `change.commit_invalid`);
 4. hash each safe claim's raw bytes at base and at head, and compare with the
    claimed ``sha256_before`` / ``sha256_after``;
 5. every changed path must be claimed, otherwise ``change.undeclared``.
@@ -22,6 +27,7 @@ Only full object ids of our own ``git ls-tree`` output reach the cache.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -33,7 +39,7 @@ from verifier.contract import ClaimedChange
 from verifier.errors import InfrastructureError
 from verifier.findings import CheckResult
 from verifier.paths import UnsafeFile, glob_matches, hash_in_root, unicode_variant, unsafe_reason
-from verifier.repository import Repository, TreeEntry, changed_between
+from verifier.repository import History, Repository, TreeEntry, changed_between
 
 __all__ = ["NAME", "BlobDigestCache", "MemoryDigestCache", "check"]
 
@@ -160,7 +166,7 @@ def _check(
             "fetch it or point --repo at the right repository",
         )
     if repo_config.trusted_ref is not None:
-        untrusted = _untrusted_base(repo, base, repo_config.trusted_ref)
+        untrusted = _untrusted_base(repo, base, repo_config, worktree=head_commit is None)
         if untrusted is not None:
             return untrusted
     if head_commit is not None and head is None:
@@ -174,28 +180,63 @@ def _check(
     return _compare(repo, base, head, claims, repo_config, cache)
 
 
-def _untrusted_base(repo: Repository, base: str, trusted_ref: str) -> CheckResult | None:
-    """A result when the base is not in the history of the trusted ref, else None.
+def _untrusted_base(
+    repo: Repository, base: str, config: RepositoryConfig, *, worktree: bool
+) -> CheckResult | None:
+    """A result when the base is not one the trusted ref vouches for, else None.
 
-    Without this, a report could name as its base a commit of its own making
-    (tests weakened, say) and every comparison would start from there.
+    The rule: the base is the tip of ``trusted_ref`` or in its history, at most
+    ``trusted_max_behind`` commits behind the tip (``git rev-list --count
+    base..tip``). Without it a report could name as its base a commit of its
+    own making (tests weakened, say), or an old one from before the tests
+    existed. The ref is read in ``trusted_mirror`` when one is configured;
+    otherwise in the repository itself, which in worktree mode the agent could
+    have rewritten (it may move the ref): then the ref cannot be trusted and the
+    check cannot decide.
     """
-    trusted = repo.resolve_ref(trusted_ref)
+    ref = config.trusted_ref
+    assert ref is not None
+    if config.trusted_mirror is not None:
+        history = History.mirror(config.trusted_mirror)
+        where = f"the mirror {str(config.trusted_mirror)!r}"
+    elif worktree:
+        return CheckResult.error(
+            NAME,
+            "change.trusted_ref_untrustworthy",
+            f"trusted_ref {ref!r} would be read in the working tree's own repository, which "
+            "the session could write (it may move the ref): configure trusted_mirror, a "
+            "repository the agent cannot write, to verify uncommitted work against it",
+        )
+    else:
+        history, where = repo.history, "the repository"
+    trusted = history.resolve_ref(ref)
     if trusted is None:
         return CheckResult.error(
             NAME,
             "change.trusted_ref_missing",
-            f"the trusted ref {trusted_ref!r} of the configuration is not in the repository",
+            f"the trusted ref {ref!r} of the configuration is not in {where}",
         )
-    if repo.is_ancestor(base, trusted):
-        return None
-    finding = Finding(
-        "change.base_untrusted",
-        f"the base commit {base} is not in the history of {trusted_ref}",
-        expected=f"an ancestor of {trusted_ref} ({trusted})",
-        found=base,
-    )
-    return CheckResult.from_findings(NAME, [finding], {"trusted_ref": trusted_ref})
+    limit = config.trusted_max_behind
+    expected = f"the tip of {ref} ({trusted}) or an ancestor at most {limit} commits behind it"
+    if not history.has_commit(base) or not history.is_ancestor(base, trusted):
+        finding = Finding(
+            "change.base_untrusted",
+            f"the base commit {base} is not in the history of {ref} in {where}",
+            expected=expected,
+            found=base,
+        )
+        return CheckResult.from_findings(NAME, [finding], {"trusted_ref": ref})
+    behind = history.behind(base, trusted, limit)
+    if behind > limit:
+        finding = Finding(
+            "change.base_untrusted",
+            f"the base commit {base} is more than {limit} commits behind {ref} "
+            "(trusted_max_behind)",
+            expected=expected,
+            found=f"{base}, more than {limit} commits behind",
+        )
+        return CheckResult.from_findings(NAME, [finding], {"trusted_ref": ref})
+    return None
 
 
 def _compare(
@@ -244,21 +285,27 @@ def _compare(
         visible = repo.worktree_paths()
         changed = repo.changed_in_worktree(base_tree, visible)
     else:
-        base_tree, head_tree = repo.trees(base, head)
+        base_tree, head_tree = repo.trees(base, head, since=base)
         changed = changed_between(base_tree, head_tree)
 
-    # 4. Hash each claim at base and head; every claimed blob is read in one batch.
-    paths = [claim.path for claim in safe]
-    digests = repo.blob_sha256s(
-        list(_file_blobs(base_tree, paths)), list(_file_blobs(head_tree, paths)), cache=cache
-    )
-    base_side = Side("base commit", base_tree, repo, digests)
-    if head_tree is None:
-        head_side = Side("working tree", None, repo, visible=visible)
-    else:
-        head_side = Side("head commit", head_tree, repo, digests)
-    for claim in safe:
-        findings.extend(_hash_findings(claim, base_side, head_side))
+    with ThreadPoolExecutor(1, thread_name_prefix="objects") as pool:
+        # The objects are read by their own git while the claims are hashed: the waits overlap.
+        objects = None if head is None else pool.submit(_object_findings, repo, head)
+
+        # 4. Hash each claim at base and head; every claimed blob is read in one batch.
+        paths = [claim.path for claim in safe]
+        digests = repo.blob_sha256s(
+            list(_file_blobs(base_tree, paths)), list(_file_blobs(head_tree, paths)), cache=cache
+        )
+        base_side = Side("base commit", base_tree, repo, digests)
+        if head_tree is None:
+            head_side = Side("working tree", None, repo, visible=visible)
+        else:
+            head_side = Side("head commit", head_tree, repo, digests)
+        for claim in safe:
+            findings.extend(_hash_findings(claim, base_side, head_side))
+        if objects is not None:
+            findings.extend(objects.result())
 
     # 5. Every change must be claimed.
     for path in sorted(changed - seen):
@@ -291,8 +338,40 @@ def _compare(
     mode = "worktree" if head is None else "commit"
     at_head = head_tree or {}
     blobs = {p: at_head[p].sha for p in changed if p in at_head and at_head[p].is_file}
-    state = HeadState(mode, base, head, dict(repo.worktree_sha256), tuple(sorted(changed)), blobs)
+    state = HeadState(mode, base, head, dict(repo.worktree_state), tuple(sorted(changed)), blobs)
     return replace(result, facts=(state,))
+
+
+def _object_findings(repo: Repository, head: str) -> list[Finding]:
+    """A finding for each tree or commit git's ``fsck --strict`` would flag (commit mode).
+
+    A tree listing ``calc.py`` twice is read one way here (the last entry) and
+    another way by a checkout (the first): what we hash must be what is tested.
+    Worktree mode tests the files on disk, which no tree describes.
+    """
+    findings: list[Finding] = []
+    for problem in repo.object_problems(head):
+        if problem.kind == "tree":
+            where = f"folder {problem.path!r}" if problem.path else "the root folder"
+            findings.append(
+                Finding(
+                    "change.tree_invalid",
+                    f"{where} (tree {problem.oid}): git would refuse it: {problem.message}",
+                    path=problem.path or None,
+                    expected="a tree git accepts (git fsck --strict)",
+                    found=problem.message,
+                )
+            )
+        else:
+            findings.append(
+                Finding(
+                    "change.commit_invalid",
+                    f"commit {problem.oid}: git would refuse it: {problem.message}",
+                    expected="a commit git accepts (git fsck --strict)",
+                    found=problem.message,
+                )
+            )
+    return findings
 
 
 def _file_blobs(tree: Mapping[str, TreeEntry] | None, paths: Sequence[str]) -> Iterator[str]:

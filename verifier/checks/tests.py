@@ -184,7 +184,7 @@ def check(
         except SnapshotError as exc:
             return _error(started, "tests.snapshot_failed", str(exc), mode=mode)
         if expected_files is not None:
-            moved = _moved(expected_files, snapshot.digests)
+            moved = _moved(expected_files, snapshot.entries)
             if moved:
                 return _error(
                     started,
@@ -308,7 +308,7 @@ def _hidden_paths(repo_path: Path, config: Config, keep: Sequence[Path]) -> list
 
 
 def _moved(expected: Mapping[str, str], copied: Mapping[str, str]) -> list[str]:
-    """Paths whose bytes differ between two reads of the working tree, sorted."""
+    """Paths whose bytes, mode or link target differ between two reads of the working tree."""
     ours = {os.fsencode(p).decode("utf-8", "backslashreplace"): d for p, d in copied.items()}
     return sorted(p for p in expected.keys() | ours.keys() if expected.get(p) != ours.get(p))
 
@@ -696,7 +696,8 @@ def _tampering_scan(repo_path: Path, head: HeadState, result: CheckResult) -> Ch
                 kept = _Head(cap)
                 if not _read_in_root(repo_path.resolve(), path, kept):
                     continue
-                expected = head.files.get(path)
+                # "<mode> <sha256>" as the changes check read it (`paths.worktree_state`)
+                expected = head.files.get(path, "").partition(" ")[2] or None
                 if expected is not None and kept.sha256.hexdigest() != expected:
                     return _error(
                         started,
