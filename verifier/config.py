@@ -42,6 +42,7 @@ from verifier import resources
 from verifier.errors import ConfigError
 
 DEFAULT_TEST_TIMEOUT_S = 600.0
+DEFAULT_MAX_REPORT_BYTES = 20 * 1000 * 1000
 SYSTEM_CONFIG_DIR = Path("/etc/verifier")
 CONFIG_NAME = "verifier.toml"
 
@@ -133,6 +134,8 @@ class Config:
     network_isolation: Literal["auto", "required", "off"] = "auto"
     output_excerpt_bytes: PositiveInt = 8192
     max_snapshot_bytes: PositiveInt = 2 * 1024**3
+    # A report is read whole before it is parsed: a larger one is refused while streaming.
+    max_report_bytes: PositiveInt = DEFAULT_MAX_REPORT_BYTES
     profiles_dir: Path = field(default_factory=resources.profiles_dir)
     repositories: Mapping[str, RepositoryConfig] = field(default_factory=dict)
     # The file the operator's settings came from; None when only the defaults apply.
