@@ -99,8 +99,13 @@ class RepositoryConfig:
     path: Path | None = None
     test_command: Command = ()
     test_timeout_s: Seconds | None = Field(default=None, alias="test_timeout")
-    # A change matching one of these globs fails (protect the test infrastructure).
+    # A change matching one of these globs fails, or is a note with on_change = "note".
     protected_paths: Globs = ()
+    on_change: Literal["fail", "note"] = "fail"
+    # The tests run with pytest's configuration, every conftest.py and the files of
+    # `test_paths` as they are at the base commit (or the trusted_ref): verifier/testinfra.py.
+    test_infra_from_base: bool = Field(default=True, strict=True)
+    test_paths: Globs = ("tests/**", "test/**", "**/test_*.py", "**/*_test.py")
     # A ref only people update (e.g. refs/remotes/origin/main): the base must be in its history.
     trusted_ref: Text | None = None
     # How a run's results are read (docs/runners.md): "auto" (pytest and unittest are

@@ -287,7 +287,11 @@ def _compare(
         "claimed": len(claims),
         "changed": len(changed),
     }
-    result = CheckResult.from_findings(NAME, findings, details)
+    notes: tuple[str, ...] = ()
+    if repo_config.on_change == "note":  # protected paths reported, not failed
+        notes = tuple(f.message for f in findings if f.code == "change.protected_path")
+        findings = [f for f in findings if f.code != "change.protected_path"]
+    result = replace(CheckResult.from_findings(NAME, findings, details), notes=notes)
     mode = "worktree" if head is None else "commit"
     state = HeadState(mode, base, head, dict(repo.worktree_sha256))
     return replace(result, facts=(state,))
