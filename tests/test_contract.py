@@ -187,7 +187,7 @@ def test_report_object_is_frozen(report: dict[str, Any]) -> None:
         (b'{"a": -Infinity}', "-Infinity is not a JSON value"),
         (b'{"a": 1, "a": 2}', "the key 'a' appears twice"),
         (b'{"a": ' + b"9" * 5000 + b"}", "not readable JSON"),
-        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+        (b"[" * 5_000 + b"]" * 5_000, "nested too deeply"),
     ],
 )
 def test_what_python_json_accepts_but_json_does_not_is_refused(raw: bytes, problem: str) -> None:

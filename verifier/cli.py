@@ -28,6 +28,7 @@ from verifier.config import Config, parse_command
 from verifier.errors import ConfigError, Interrupted, InvalidReport, NotFound, VerifierError
 
 if TYPE_CHECKING:
+    from verifier.pipeline import Oversized
     from verifier.store import Store
 
 format_option = click.option(
@@ -54,11 +55,15 @@ class _Exit(Exception):
         self.code = code
 
 
-def _read(source: str) -> bytes:
+def _read(source: str, limit: int) -> bytes | Oversized:
+    """The report's bytes, streamed: one over `limit` bytes is never held whole."""
+    from verifier.pipeline import read_report
+
     if source == "-":
-        return sys.stdin.buffer.read()
+        return read_report(sys.stdin.buffer, limit)
     try:
-        return Path(source).read_bytes()
+        with Path(source).open("rb") as stream:
+            return read_report(stream, limit)
     except OSError as exc:
         raise ConfigError(f"cannot read report {source!r}: {exc.strerror}") from None
 
@@ -117,7 +122,7 @@ def verify_cmd(
     from verifier.verify import Options
 
     config = Config.load(config_path)
-    raw = _read(report)
+    raw = _read(report, config.max_report_bytes)
     command = parse_command(test_command, "--test-command") if test_command is not None else None
     options = Options(
         repo_path=repo_path,
@@ -148,19 +153,19 @@ def ingest_cmd(reports: tuple[str, ...], config_path: Path | None, fmt: str) -> 
     rows: list[dict[str, str]] = []
     with Store.open(config.database_url) as store:
         for n, source in enumerate(reports, 1):
-            rows.append(_ingest_one(store, source))
+            rows.append(_ingest_one(store, source, config.max_report_bytes))
             if fmt == "text" and len(reports) > 1:
                 click.echo(f"… {n}/{len(reports)} {rows[-1]['result']}: {source}", err=True)
     _emit(render.ingest_json(rows) if fmt == "json" else render.ingest_text(rows))
     raise _Exit(2 if any(r["result"] in ("invalid", "conflict") for r in rows) else 0)
 
 
-def _ingest_one(store: Store, source: str) -> dict[str, str]:
+def _ingest_one(store: Store, source: str, limit: int) -> dict[str, str]:
     from verifier.pipeline import submit
 
     row = {"report": source, "result": "", "session_id": "", "message": ""}
     try:
-        session, created = submit(store, _read(source), source)
+        session, created = submit(store, _read(source, limit), source, max_report_bytes=limit)
     except (ConfigError, InvalidReport) as exc:
         return {**row, "result": "invalid", "message": str(exc)}
     except VerifierError as exc:
@@ -296,8 +301,13 @@ def report_check_cmd(report: str, explain: bool, profile_dir: Path | None, fmt: 
     Exit 0 valid with no finding, 1 findings, 2 not a valid report.
     """
     from verifier import reportcheck, resources
+    from verifier.config import DEFAULT_MAX_REPORT_BYTES
+    from verifier.pipeline import Oversized
 
-    result = reportcheck.check_report(_read(report), profile_dir or resources.profiles_dir())
+    raw = _read(report, DEFAULT_MAX_REPORT_BYTES)
+    if isinstance(raw, Oversized):
+        raise raw.error()
+    result = reportcheck.check_report(raw, profile_dir or resources.profiles_dir())
     to_text = reportcheck.render_json if fmt == "json" else reportcheck.render_text
     _emit(to_text(result, explain=explain))
     raise _Exit(result.exit_code)

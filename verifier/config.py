@@ -43,6 +43,7 @@ from verifier import resources
 from verifier.errors import ConfigError
 
 DEFAULT_TEST_TIMEOUT_S = 600.0
+DEFAULT_MAX_REPORT_BYTES = 20 * 1000 * 1000
 SYSTEM_CONFIG_DIR = Path("/etc/verifier")
 CONFIG_NAME = "verifier.toml"
 
@@ -133,8 +134,13 @@ class RepositoryConfig:
     path: Path | None = None
     test_command: Command = ()
     test_timeout_s: Seconds | None = Field(default=None, alias="test_timeout")
-    # A change matching one of these globs fails (protect the test infrastructure).
+    # A change matching one of these globs fails, or is a note with on_change = "note".
     protected_paths: Globs = ()
+    on_change: Literal["fail", "note"] = "fail"
+    # The tests run with pytest's configuration, every conftest.py and the files of
+    # `test_paths` as they are at the base commit (or the trusted_ref): verifier/testinfra.py.
+    test_infra_from_base: bool = Field(default=True, strict=True)
+    test_paths: Globs = ("tests/**", "test/**", "**/test_*.py", "**/*_test.py")
     # A ref only people update (e.g. refs/remotes/origin/main): the base must be in its history,
     # at most `trusted_max_behind` commits behind its tip (0: the tip itself).
     trusted_ref: Text | None = None
@@ -178,6 +184,8 @@ class Config:
     # Host paths every sandboxed run sees read-only, beyond the system and the toolchain.
     sandbox_read_only: Paths = ()
     limits: SandboxLimits = field(default_factory=SandboxLimits)
+    # A report is read whole before it is parsed: a larger one is refused while streaming.
+    max_report_bytes: PositiveInt = DEFAULT_MAX_REPORT_BYTES
     profiles_dir: Path = field(default_factory=resources.profiles_dir)
     repositories: Mapping[str, RepositoryConfig] = field(default_factory=dict)
     # The file the operator's settings came from; None when only the defaults apply.

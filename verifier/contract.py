@@ -19,6 +19,7 @@ import json
 import re
 import sys
 import threading
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -28,6 +29,7 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    PlainValidator,
     StrictInt,
     StringConstraints,
     ValidationError,
@@ -40,7 +42,35 @@ if TYPE_CHECKING:  # the SDK costs half a second to import: only the trajectory 
     from verifier.trajectory import Trajectory
 
 SCHEMA_VERSION = "1"
+# The contract's own ceiling; the CLI and the pipeline refuse earlier, at
+# ``[verifier] max_report_bytes`` (20 MB by default), while streaming.
 MAX_REPORT_BYTES = 128 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How many items a report may hold, checked before anything is validated.
+
+    Why: the reading costs memory per item, not per byte. Before these caps a
+    24 MB report of ``{}`` changes took 7.5 GB: pydantic built one error per
+    empty entry, 2.6 million of them. The container rule bounds what
+    ``json.loads`` builds (an empty object costs 64 bytes of Python for 3
+    bytes of JSON): beyond the first `containers_free`, a report holds at most
+    one JSON object or array per `bytes_per_container` bytes, counted outside
+    strings. Honest reports hold one per 20 bytes or fewer (a short function
+    call is 5 containers in 90 bytes). Together they keep `parse_document` under
+    20 times the report's size.
+    """
+
+    changes: int = 100_000
+    contents: int = 100_000
+    parts: int = 400_000  # all the parts of all the contents: each is an SDK object
+    audit_entries: int = 100_000
+    containers_free: int = 10_000
+    bytes_per_container: int = 8
+
+
+LIMITS = Limits()
 
 CANONICAL_STATUSES = (
     "done",
@@ -78,6 +108,23 @@ def _utc(value: datetime) -> datetime:
 
 
 Timestamp = Annotated[AwareDatetime, BeforeValidator(_rfc3339_utc), AfterValidator(_utc)]
+
+
+def _objects(value: Any) -> list[dict[str, Any]]:
+    """A list of JSON objects, kept as they are (a copy would double what they cost)."""
+    if not isinstance(value, list):
+        raise ValueError(f"expected an array, got {type(value).__name__}")
+    for n, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise ValueError(f"item {n}: expected an object, got {type(item).__name__}")
+    return value
+
+
+# The checks read these objects raw; the schema still says "an array of objects".
+Objects = Annotated[
+    list[dict[str, Any]],
+    PlainValidator(_objects, json_schema_input_type=list[dict[str, Any]]),
+]
 
 
 class _Model(BaseModel):
@@ -130,13 +177,13 @@ class AgentTests(_Model):
 
 class TrajectoryDoc(_Model):
     format: Literal["gemini-contents"]
-    contents: list[dict[str, Any]]
+    contents: Objects
 
 
 class AuditDoc(_Model):
     """Entries stay raw: the audit check judges them, malformed ones included."""
 
-    entries: list[dict[str, Any]]
+    entries: Objects
     count: StrictInt
     head: str | None = None
 
@@ -231,12 +278,13 @@ def parse_report(raw: bytes) -> Report:
 
 
 @gc_paused()
-def parse_document(raw: bytes) -> Report:
+def parse_document(raw: bytes, limits: Limits = LIMITS) -> Report:
     """Read everything but the trajectory (`Report.trajectory` loads it when asked)."""
     if len(raw) > MAX_REPORT_BYTES:
         raise InvalidReport(
             "$", f"report is {len(raw)} bytes, over the limit of {MAX_REPORT_BYTES} bytes"
         )
+    _check_containers(raw, limits)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -268,11 +316,62 @@ def parse_document(raw: bytes) -> Report:
             "schema_version",
             f"unknown schema version {data['schema_version']!r} (this verifier reads '1')",
         )
+    _check_counts(data, limits)
     try:
         doc = ReportDoc.model_validate(data)
     except ValidationError as exc:
         raise _invalid(exc) from None
     return Report(doc, raw, hashlib.sha256(raw).hexdigest())
+
+
+# A JSON string, escapes included: what lies outside these is structure.
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+
+
+def _check_containers(raw: bytes, limits: Limits) -> None:
+    """Refuse more JSON objects and arrays than the size allows (`Limits`), before parsing.
+
+    Counting brackets is a bound that strings can only inflate; only when it is
+    over the limit are the strings taken out and the brackets counted exactly.
+    """
+    allowed = limits.containers_free + len(raw) // limits.bytes_per_container
+    if raw.count(b"{") + raw.count(b"[") <= allowed:
+        return
+    outside = _JSON_STRING.sub(b"", raw)
+    found = outside.count(b"{") + outside.count(b"[")
+    del outside
+    if found > allowed:
+        raise InvalidReport(
+            "$",
+            f"holds {found} JSON objects and arrays in {len(raw)} bytes, over the limit of "
+            f"{allowed} ({limits.containers_free} plus one per "
+            f"{limits.bytes_per_container} bytes)",
+        )
+
+
+def _check_counts(data: dict[str, Any], limits: Limits) -> None:
+    """Refuse lists longer than `limits` before validating them (errors are built per item)."""
+    trajectory, audit = data.get("trajectory"), data.get("audit")
+    contents = trajectory.get("contents") if isinstance(trajectory, dict) else None
+    entries = audit.get("entries") if isinstance(audit, dict) else None
+    for where, value, limit in (
+        ("changes", data.get("changes"), limits.changes),
+        ("trajectory.contents", contents, limits.contents),
+        ("audit.entries", entries, limits.audit_entries),
+    ):
+        if isinstance(value, list) and len(value) > limit:
+            raise InvalidReport(where, f"holds {len(value)} items, over the limit of {limit}")
+    if isinstance(contents, list):
+        parts = sum(
+            len(item["parts"])
+            for item in contents
+            if isinstance(item, dict) and isinstance(item.get("parts"), list)
+        )
+        if parts > limits.parts:
+            raise InvalidReport(
+                "trajectory.contents",
+                f"holds {parts} parts in all, over the limit of {limits.parts}",
+            )
 
 
 class _NotJSON(ValueError):

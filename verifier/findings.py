@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from audit.findings import Finding
 
-__all__ = ["CheckResult", "CheckStatus", "DeliveryStatus", "Finding", "decide"]
+__all__ = [
+    "MAX_FINDINGS_PER_CODE",
+    "CheckResult",
+    "CheckStatus",
+    "DeliveryStatus",
+    "Finding",
+    "cap_findings",
+    "decide",
+]
+
+# Findings of one code kept per check; the last one kept counts the rest.
+MAX_FINDINGS_PER_CODE = 50
 
 
 class CheckStatus(enum.StrEnum):
@@ -60,6 +71,32 @@ class CheckResult:
             "duration_s": round(self.duration_s, 6),
             "notes": list(self.notes),
         }
+
+
+def cap_findings(result: CheckResult, per_code: int = MAX_FINDINGS_PER_CODE) -> CheckResult:
+    """At most `per_code` findings of each code; the last one kept says how many more there were.
+
+    Why: a report of 100,000 changes can break 100,000 promises, and every
+    finding is rendered, stored and sent. The first ones say what is wrong;
+    the count says how much. The status is left as it was.
+    """
+    counts: dict[str, int] = {}
+    for finding in result.findings:
+        counts[finding.code] = counts.get(finding.code, 0) + 1
+    if all(n <= per_code for n in counts.values()):
+        return result
+    kept: list[Finding] = []
+    seen: dict[str, int] = {}
+    for finding in result.findings:
+        n = seen[finding.code] = seen.get(finding.code, 0) + 1
+        if n < per_code or (n == per_code and counts[finding.code] == per_code):
+            kept.append(finding)
+        elif n == per_code:
+            more = counts[finding.code] - per_code
+            kept.append(
+                replace(finding, message=f"{finding.message} (and {more} more {finding.code})")
+            )
+    return replace(result, findings=tuple(kept))
 
 
 def decide(results: list[CheckResult]) -> DeliveryStatus:

@@ -11,14 +11,15 @@ functions; none of them opens the store and sequences the steps itself.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import threading
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from verifier.checks import Progress
-from verifier.config import Config
+from verifier.config import DEFAULT_MAX_REPORT_BYTES, Config
 from verifier.contract import Report, parse_document
 from verifier.errors import ConfigError, InfrastructureError, InvalidReport
 from verifier.findings import DeliveryStatus, Verification
@@ -34,6 +35,66 @@ EXIT_CODES = {
 }
 # Fewer blobs than this are hashed rather than looked up: opening the store costs more.
 DIGEST_CACHE_MIN = 64
+# What is kept of a report over `max_report_bytes`: its first bytes, beside the hash of the whole.
+KEPT_BYTES = 64 * 1024
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Oversized:
+    """A report over the size limit: its first bytes, and the size and SHA-256 of the whole.
+
+    Why: a report is read whole before it is parsed, so its size is the memory
+    it takes; one over the limit is never held, only streamed through the hash.
+    """
+
+    head: bytes
+    size: int
+    sha256: str
+    limit: int
+
+    @classmethod
+    def of(cls, raw: bytes, limit: int) -> Oversized:
+        return cls(raw[:KEPT_BYTES], len(raw), hashlib.sha256(raw).hexdigest(), limit)
+
+    def error(self) -> InvalidReport:
+        return InvalidReport(
+            "$",
+            f"report is {self.size} bytes, over the limit of {self.limit} bytes (max_report_bytes)",
+        )
+
+
+def read_report(stream: BinaryIO, limit: int) -> bytes | Oversized:
+    """The stream's bytes when they are at most `limit`; otherwise what `Oversized` keeps.
+
+    Past the limit the rest is read in chunks, hashed and counted, never held.
+    """
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit:
+        chunk = stream.read(min(_CHUNK, limit + 1 - size))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+    digest = hashlib.sha256()
+    head = bytearray()
+    for chunk in chunks:
+        digest.update(chunk)
+        head += chunk[: KEPT_BYTES - len(head)]
+    chunks.clear()
+    while chunk := stream.read(_CHUNK):
+        digest.update(chunk)
+        head += chunk[: KEPT_BYTES - len(head)]
+        size += len(chunk)
+    return Oversized(bytes(head), size, digest.hexdigest(), limit)
+
+
+def _within(raw: bytes | Oversized, limit: int) -> bytes | Oversized:
+    """Bytes handed in whole are held to the same limit as bytes read by `read_report`."""
+    if isinstance(raw, bytes) and len(raw) > limit:
+        return Oversized.of(raw, limit)
+    return raw
 
 
 @dataclass(frozen=True)
@@ -55,14 +116,33 @@ class Outcome:
         )
 
 
-def submit(store: Store, raw: bytes, source: str) -> tuple[SessionRow, bool]:
+def submit(
+    store: Store,
+    raw: bytes | Oversized,
+    source: str,
+    *,
+    max_report_bytes: int = DEFAULT_MAX_REPORT_BYTES,
+) -> tuple[SessionRow, bool]:
     """Store a report's bytes as a session; True when new.
 
     Bytes that cannot be read as a report are kept with why, and `InvalidReport`
-    is raised; other bytes under a stored session id raise `SessionConflict`.
+    is raised (of a report over `max_report_bytes`, its first bytes and the hash
+    of the whole); other bytes under a stored session id raise `SessionConflict`.
     """
     from verifier.contract import parse_report
 
+    raw = _within(raw, max_report_bytes)
+    if isinstance(raw, Oversized):
+        exc = raw.error()
+        store.reject(
+            raw.head,
+            source=source,
+            field=exc.field,
+            problem=exc.problem,
+            sha256=raw.sha256,
+            size=raw.size,
+        )
+        raise exc
     try:
         report = parse_report(raw)
     except InvalidReport as exc:
@@ -77,7 +157,7 @@ def record(store: Store, verification: Verification) -> int:
 
 
 def verify_report(
-    raw: bytes,
+    raw: bytes | Oversized,
     config: Config,
     options: Options | None = None,
     *,
@@ -88,7 +168,8 @@ def verify_report(
     """Verify a report's bytes and record the verdict.
 
     1. read the document (all but the trajectory); bytes that are not a report
-       are kept as rejected and `InvalidReport` is raised;
+       are kept as rejected and `InvalidReport` is raised (a report over
+       ``max_report_bytes`` is refused unread: its first bytes and its hash are kept);
     2. a ``--repo`` that is not a git repository, or whose policy is in doubt
        (`check_policy`), is the operator's mistake (`ConfigError`), not a
        verdict: nothing is stored;
@@ -101,6 +182,11 @@ def verify_report(
     options = options or Options()
     db = _Database(config.database_url) if store else None
     try:
+        raw = _within(raw, config.max_report_bytes)
+        if isinstance(raw, Oversized):
+            exc = raw.error()
+            _reject(db, raw, source, exc)
+            raise exc
         try:
             report = parse_document(raw)
         except InvalidReport as exc:
@@ -183,13 +269,24 @@ def _require_repository(path: Path) -> None:
         raise ConfigError(f"--repo: {exc}") from None
 
 
-def _reject(db: _Database | None, raw: bytes, source: str, exc: InvalidReport) -> None:
+def _reject(db: _Database | None, raw: bytes | Oversized, source: str, exc: InvalidReport) -> None:
     """Keep the bytes of a report we could not read; the report error is the one shown."""
     if db is None:
         return
     try:
         store = db.store()
-        if store is not None:
+        if store is None:
+            return
+        if isinstance(raw, Oversized):
+            store.reject(
+                raw.head,
+                source=source,
+                field=exc.field,
+                problem=exc.problem,
+                sha256=raw.sha256,
+                size=raw.size,
+            )
+        else:
             store.reject(raw, source=source, field=exc.field, problem=exc.problem)
     except InfrastructureError:
         pass

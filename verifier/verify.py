@@ -16,7 +16,7 @@ from verifier.checks import Check, Context, DigestCache, Progress, registered
 from verifier.config import Config
 from verifier.contract import Report
 from verifier.errors import ConfigError
-from verifier.findings import CheckResult, Verification, decide
+from verifier.findings import CheckResult, Verification, cap_findings, decide
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ def verify(
             if admit is not None:
                 admit(report)
 
-            results = {name: future.result() for name, future in futures.items()}
+            results = {name: cap_findings(f.result()) for name, f in futures.items()}
         except BaseException:
             context.cancel.set()
             context.launched.set()

@@ -36,9 +36,9 @@ PATCHING_CALC = (
 )
 
 
-def verdict(repo: GitRepo, report: dict[str, Any]) -> Verification:
+def verdict(repo: GitRepo, report: dict[str, Any], **repo_keys: Any) -> Verification:
     repo_cfg = RepositoryConfig(
-        "calc", path=repo.path, test_command=tuple(PYTEST), test_timeout_s=60
+        "calc", path=repo.path, test_command=tuple(PYTEST), test_timeout_s=60, **repo_keys
     )
     before = repo.snapshot()
     result = verify(parse_report(to_bytes(report)), Config(repositories={"calc": repo_cfg}))
@@ -112,6 +112,7 @@ def test_an_honest_test_file_with_atexit_and_pytest_is_still_delivered(repo: Git
     ]
     model = ScriptedModel(turns)
     report = run_session(repo.path, "s-honest", "Fix.", model, commit=True).report()
-    v = verdict(repo, report)
+    # The agent's own tests run only where the operator lets agents write tests.
+    v = verdict(repo, report, test_infra_from_base=False)
     assert v.delivery_status is DeliveryStatus.DELIVERED, v.to_dict()
     assert v.checks["tests"].details["counts"]["passed"] == 4

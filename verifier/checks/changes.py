@@ -334,7 +334,11 @@ def _compare(
         "claimed": len(claims),
         "changed": len(changed),
     }
-    result = CheckResult.from_findings(NAME, findings, details)
+    notes: tuple[str, ...] = ()
+    if repo_config.on_change == "note":  # protected paths reported, not failed
+        notes = tuple(f.message for f in findings if f.code == "change.protected_path")
+        findings = [f for f in findings if f.code != "change.protected_path"]
+    result = replace(CheckResult.from_findings(NAME, findings, details), notes=notes)
     mode = "worktree" if head is None else "commit"
     at_head = head_tree or {}
     blobs = {p: at_head[p].sha for p in changed if p in at_head and at_head[p].is_file}

@@ -71,6 +71,7 @@ from verifier.resources import tampering_patterns_file
 from verifier.results import Channel, Counts, PytestRun, UnreadableResults
 from verifier.runner import RunnerNotFound, RunOutcome, SandboxUnavailable
 from verifier.snapshot import SnapshotError, SnapshotInfo, materialize, temp_parent
+from verifier.testinfra import TestInfraError, use_base_test_infra
 
 __all__ = ["NAME", "check"]
 
@@ -121,6 +122,7 @@ class TestsCheck:
             repository=context.repo,
             cancel=context.cancel,
             on_start=context.launched.set,
+            base_commit=head.base_commit,
         )
         if result.status is CheckStatus.PASS:
             # The run passed: was it the code's doing, or did the code reach into the runner?
@@ -142,13 +144,15 @@ def check(
     repository: RepositoryConfig | None = None,
     cancel: CancelToken | None = None,
     on_start: Callable[[], None] | None = None,
+    base_commit: str | None = None,
 ) -> CheckResult:
     """Run the configured test command on a copy of the head state and judge the outcome.
 
     `expected_files` (path -> SHA-256), when given, is what the copy must hold.
     `repository` says how the results are read and which interpreter runs them;
     `cancel` stops the run (its process group killed, `Cancelled` raised);
-    `on_start` is called once the test process exists.
+    `on_start` is called once the test process exists. With `base_commit`, the
+    test infrastructure comes from there (`verifier.testinfra`).
     """
     repo_config = repository or RepositoryConfig(name="")
     started = time.monotonic()
@@ -194,6 +198,10 @@ def check(
                     + " differ between the changes check and the copy for the tests",
                     mode=mode,
                 )
+        try:
+            infra_notes = _base_test_infra(repo_path, base_commit, work, repo_config)
+        except TestInfraError as exc:
+            return _error(started, "tests.base_infra_failed", str(exc), mode=mode)
 
         kind, is_pytest = _results_kind(argv, command, repo_config), _runs_pytest(argv)
         read: dict[str, Any] = {"source": kind}
@@ -264,12 +272,14 @@ def check(
             expected="a counted test run",
             found="exit code 0, tests not counted",
         )
-        return _timed(CheckResult(NAME, CheckStatus.ERROR, (uncounted,), details), started)
+        return _timed(
+            CheckResult(NAME, CheckStatus.ERROR, (uncounted,), details, notes=infra_notes), started
+        )
     result = CheckResult.from_findings(NAME, findings, details)
     if kind == "exit-code":
         note = 'tests not counted: results = "exit-code" judges the run by its exit code alone'
         result = replace(result, notes=(note,))
-    return _timed(result, started)
+    return _timed(replace(result, notes=result.notes + infra_notes), started)
 
 
 # Credentials of the verifier's user that the code under test has no business reading.
@@ -288,6 +298,21 @@ CREDENTIALS = (
     ".gitconfig",
     ".pypirc",
 )
+
+
+def _base_test_infra(
+    repo_path: Path, base: str | None, work: Path, repository: RepositoryConfig
+) -> tuple[str, ...]:
+    """The copy's test infrastructure as at the base (or trusted ref); the notes say what moved."""
+    if base is None or not repository.test_infra_from_base:
+        return ()
+    return use_base_test_infra(
+        repo_path,
+        base,
+        work,
+        test_paths=repository.test_paths,
+        trusted_ref=repository.trusted_ref,
+    )
 
 
 def _hidden_paths(repo_path: Path, config: Config, keep: Sequence[Path]) -> list[Path]:

@@ -64,7 +64,7 @@ if TYPE_CHECKING:  # the contract's models load the google-genai SDK; the store 
 MIGRATIONS_DIR = resources.migrations_dir()
 # The newest migration. Opening a store that is already there needs no Alembic (whose
 # import costs half a second of every command); a test keeps this equal to Alembic's head.
-HEAD_REVISION = "0002"
+HEAD_REVISION = "0003"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 CONNECT_TIMEOUT_S = 10
 MIGRATION_LOCK_ID = 0x7665_7269  # any constant: PostgreSQL advisory lock key for migrating
@@ -265,14 +265,28 @@ class Store:
             self.get_session(verification.session_id)  # NotFound when that is the cause
             raise
 
-    def reject(self, raw: bytes, *, source: str, field: str, problem: str) -> int:
-        """Keep the bytes of a report that could not be read, with why. Returns its id."""
+    def reject(
+        self,
+        raw: bytes,
+        *,
+        source: str,
+        field: str,
+        problem: str,
+        sha256: str | None = None,
+        size: int | None = None,
+    ) -> int:
+        """Keep the bytes of a report that could not be read, with why. Returns its id.
+
+        `raw` may be only the first bytes of a report too large to hold: then
+        `sha256` and `size` are those of the whole (by default, those of `raw`).
+        """
         row = RejectedReportModel(
             source=source,
             field=field,
             problem=problem,
             report=raw,
-            report_sha256=hashlib.sha256(raw).hexdigest(),
+            report_sha256=sha256 if sha256 is not None else hashlib.sha256(raw).hexdigest(),
+            report_size=size if size is not None else len(raw),
         )
         with self._transaction() as session:
             session.add(row)

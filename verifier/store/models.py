@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     DateTime,
     Dialect,
@@ -172,7 +173,11 @@ class FindingModel(Base):
 
 
 class RejectedReportModel(Base):
-    """Bytes we could not read as a report: kept whole, with the field that failed."""
+    """Bytes we could not read as a report, with the field that failed.
+
+    Kept whole up to ``max_report_bytes``; of a larger report only the first
+    bytes are kept, beside the size and the SHA-256 of the whole.
+    """
 
     __tablename__ = "rejected_reports"
 
@@ -183,3 +188,5 @@ class RejectedReportModel(Base):
     problem: Mapped[str] = mapped_column(Text)
     report: Mapped[bytes] = mapped_column(LargeBinary, deferred=True)
     report_sha256: Mapped[str] = mapped_column(String(64), index=True)
+    # The size of the whole report: more than len(report) when only its first bytes are kept.
+    report_size: Mapped[int] = mapped_column(BigInteger)
