@@ -350,3 +350,40 @@ def test_limits_in_force_are_recorded_even_without_a_sandbox(tmp_path: Path) -> 
     assert out.sandbox == "none"
     assert out.limits["open_files"] == {"value": 77, "enforced_by": ["RLIMIT_NOFILE (per process)"]}
     assert set(out.limits_not_applied) <= {"processes"}
+
+
+def test_kill_all_ends_a_run_under_way_at_once(tmp_path: Path) -> None:
+    """What a second signal does before the verifier exits without unwinding."""
+    import threading
+
+    from verifier.runner import kill_all
+
+    token = f"verifier-killall-{uuid.uuid4().hex}"
+    outcome: list[RunOutcome] = []
+    started = threading.Event()
+    home, tmp = tmp_path / "home", tmp_path / "tmp"
+    home.mkdir()
+    tmp.mkdir()
+
+    def go() -> None:
+        outcome.append(
+            run(
+                [sys.executable, "-c", "import time; time.sleep(120)", token],
+                cwd=tmp_path, timeout_s=110, env=minimal_env(home, tmp), sandbox="off",
+                excerpt_bytes=1024, on_start=started.set,
+            )
+        )  # fmt: skip
+
+    thread = threading.Thread(target=go)
+    thread.start()
+    assert started.wait(30)
+    deadline = time.monotonic() + 30
+    while _none_running(token, within_s=0.01):  # the command itself, not our trampoline
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    kill_all()
+    thread.join(60)
+    assert not thread.is_alive()
+    (out,) = outcome
+    assert out.exit_code == -9 and not out.timed_out
+    assert _none_running(token)

@@ -314,8 +314,12 @@ def report_check_cmd(report: str, explain: bool, profile_dir: Path | None, fmt: 
 
 
 def _on_signal(signum: int, _frame: FrameType | None) -> None:
-    """First signal: unwind, killing the test run and removing our folders. Second: stop now."""
+    """First signal: unwind, killing the test run and removing our folders. Second: stop now,
+    the test runs killed all the same (our temporary folders are left)."""
     if getattr(_on_signal, "seen", False):
+        from verifier.runner import kill_all
+
+        kill_all()
         os._exit(128 + signum)
     _on_signal.seen = signum  # type: ignore[attr-defined]
     raise Interrupted(signum)
@@ -329,9 +333,7 @@ def run(argv: list[str] | None = None) -> int:
     except _Exit as exc:
         return exc.code
     except Interrupted as exc:
-        name = signal.Signals(exc.signum).name
-        click.echo(f"verifier: interrupted by {name}: no verdict was recorded", err=True)
-        return exc.exit_code
+        return _interrupted(exc.signum)
     except VerifierError as exc:
         click.echo(f"verifier: {exc}", err=True)
         return exc.exit_code
@@ -348,12 +350,16 @@ def run(argv: list[str] | None = None) -> int:
     except Exception:
         signum = getattr(_on_signal, "seen", False)
         if signum:  # the signal's exception, wrapped by code it interrupted (an import, say)
-            name = signal.Signals(signum).name
-            click.echo(f"verifier: interrupted by {name}: no verdict was recorded", err=True)
-            return 128 + signum
+            return _interrupted(signum)
         traceback.print_exc()
         click.echo("verifier: internal error (a bug): no verdict was reached", err=True)
         return 4
+
+
+def _interrupted(signum: int) -> int:
+    name = signal.Signals(signum).name
+    click.echo(f"verifier: interrupted by {name}: no verdict was recorded", err=True)
+    return 128 + signum
 
 
 def entry() -> None:

@@ -43,6 +43,7 @@ __all__ = [
     "RunOutcome",
     "RunnerNotFound",
     "SandboxUnavailable",
+    "kill_all",
     "minimal_env",
     "network_isolation_available",
     "run",
@@ -308,6 +309,7 @@ def _run_once(
         finally:
             os.close(ready_w)
             cgroups.close_fds()
+        _LIVE_GROUPS.add(proc.pid)
         if on_start is not None:
             on_start()
 
@@ -318,6 +320,7 @@ def _run_once(
         finally:
             # Whatever happened, nothing of the group outlives the run.
             _kill_group(proc.pid)
+            _LIVE_GROUPS.discard(proc.pid)
             proc.wait()
             _drain(proc.stdout.fileno(), log, time.monotonic() + _DRAIN_S)
             proc.stdout.close()
@@ -466,6 +469,17 @@ def _drain(fd: int, log: _Log, deadline: float) -> None:
         if not chunk:
             return
         log.add(chunk)
+
+
+# The process groups of the runs under way in this process: `kill_all` ends them when
+# the verifier must stop at once (a second signal) and no `finally` will run.
+_LIVE_GROUPS: set[int] = set()
+
+
+def kill_all() -> None:
+    """Kill every run under way, at once; for a process about to exit without unwinding."""
+    for pgid in list(_LIVE_GROUPS):
+        _kill_group(pgid)
 
 
 def _kill_group(pgid: int) -> None:
