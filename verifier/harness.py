@@ -10,9 +10,7 @@ harness produces one.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import stat
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +21,8 @@ from typing import Any, NamedTuple
 from google.genai import types
 
 from audit import jcs_sha256, seal
+from verifier.paths import UnsafeFile, hash_in_root
+from verifier.repository import Repository
 
 Tool = Callable[[Path, Mapping[str, Any]], dict[str, Any]]
 
@@ -149,16 +149,26 @@ class _Seen(NamedTuple):
 def _hashes(root: Path) -> dict[str, _Seen]:
     """Every file git would see, hashed: the harness's view for effects.
 
-    The mode is git's: executable when the owner may execute it, so that a
-    ``chmod +x`` alone is an effect, which the verifier can hold against a claim.
+    The bytes hashed are those git would store (the contract's rule): the raw
+    bytes, or with CRLF made LF where the repository's ``text``/``eol``
+    attributes ask for it. The mode is git's: executable when the owner may
+    execute it, so that a ``chmod +x`` alone is an effect, which the verifier
+    can hold against a claim.
     """
+    visible = _visible_files(root)
+    with Repository(root) as repo:
+        conversions = repo.eol_conversions(set(visible))
     result = {}
-    for rel in _visible_files(root):
+    for rel in visible:
         path = root / rel
         if path.is_file() and not path.is_symlink():
-            executable = path.stat().st_mode & stat.S_IXUSR
-            digest = hashlib.sha256(path.read_bytes()).hexdigest()
-            result[rel] = _Seen(digest, "100755" if executable else "100644")
+            try:
+                hashes = hash_in_root(root, rel, conversions.get(rel))
+            except UnsafeFile:  # reached through a link: not a file of the repository
+                continue
+            if hashes is not None:
+                digest = hashes.stored[0] if hashes.stored else hashes.sha256
+                result[rel] = _Seen(digest, "100755" if hashes.executable else "100644")
     return result
 
 
