@@ -76,6 +76,9 @@ _KIND_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
     "session_end": (("status", _STR),),
 }
 _EFFECT_FIELDS = (("path", _STR), ("sha256_before", _STR_OR_NULL), ("sha256_after", _STR_OR_NULL))
+# Optional in an effect: the git mode on each side, null or absent when not recorded.
+_EFFECT_MODE_FIELDS = ("mode_before", "mode_after")
+MODES = ("100644", "100755", "120000")
 
 # What `_Shapes` looks at: each kind's field names, its string fields (one getter),
 # and an effect's fields.
@@ -88,6 +91,7 @@ _STRINGS = {
     for kind, fields in _KIND_FIELDS.items()
 }
 _EFFECT_KEYS = frozenset(name for name, _ in _EFFECT_FIELDS)
+_EFFECT_KEYS_MODES = _EFFECT_KEYS | frozenset(_EFFECT_MODE_FIELDS)
 _EFFECT_VALUES = operator.itemgetter(*(name for name, _ in _EFFECT_FIELDS))
 
 
@@ -333,7 +337,14 @@ class _Shapes:
             if type(effects) is not list:
                 return None
             for effect in effects:
-                if type(effect) is not dict or effect.keys() != _EFFECT_KEYS:
+                if type(effect) is not dict:
+                    return None
+                effect_keys = effect.keys()
+                if effect_keys != _EFFECT_KEYS and (
+                    effect_keys != _EFFECT_KEYS_MODES
+                    or effect["mode_before"] not in _PLAIN_MODES
+                    or effect["mode_after"] not in _PLAIN_MODES
+                ):
                     return None
                 path, before, after = _EFFECT_VALUES(effect)
                 if not (
@@ -343,6 +354,9 @@ class _Shapes:
                 ):
                     return None
         return kind
+
+
+_PLAIN_MODES = (None, *MODES)
 
 
 def _kind_of_keys(keys: tuple[Any, ...]) -> str | None:
@@ -427,6 +441,16 @@ def _check_tool_call(out: Findings, entry: Mapping[str, Any], where: str) -> Non
             at = f"{where}.effects[{j}]"
             if isinstance(effect, Mapping):
                 _check_fields(out, effect, at, _EFFECT_FIELDS)
+                for name in _EFFECT_MODE_FIELDS:
+                    mode = effect.get(name)
+                    if mode is not None and (type(mode) is not str or mode not in MODES):
+                        out.add(
+                            "audit.entry_malformed",
+                            f"{at}.{name} is not a git mode",
+                            f"{at}.{name}",
+                            expected="null | " + " | ".join(MODES),
+                            found=show(mode),
+                        )
             else:
                 out.add(
                     "audit.entry_malformed",

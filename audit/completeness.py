@@ -4,7 +4,10 @@ Every function call in the trajectory has exactly one `tool_call` entry with
 the same call id, tool name and arguments hash, and every such entry has its
 call; every call has its response and the response hash agrees; denied calls
 changed nothing; and the entries' effects, composed in order, explain exactly
-the claimed changes.
+the claimed changes. Modes (``mode_before`` / ``mode_after``, optional on both
+sides) take part where they are given: an effect whose hashes are equal and
+whose modes differ is a change of mode alone (``chmod +x``), and a claimed mode
+must be the trail's where the trail records one.
 
 Malformed entries never make this check raise: what cannot be read is skipped,
 and `verify_chain` reports the malformation.
@@ -39,12 +42,15 @@ class Call:
 class Change:
     """A file change: a claim, or the net effect of a trail on one path.
 
-    A None hash means the file does not exist on that side.
+    A None hash means the file does not exist on that side; a None mode that
+    the mode is not given (``"100644"``, ``"100755"``, ``"120000"`` otherwise).
     """
 
     path: str
     sha256_before: str | None
     sha256_after: str | None
+    mode_before: str | None = None
+    mode_after: str | None = None
 
 
 def check_completeness(
@@ -201,10 +207,11 @@ def _check_digest(
 def _compose_effects(
     out: Findings, with_effects: list[tuple[int, Mapping[str, Any], list[Any]]]
 ) -> dict[str, list[str | None]]:
-    """The net `[before, after]` per path over all effects, in trail order.
+    """The net `[before, after, mode_before, mode_after]` per path over all effects, in order.
 
     Trail order is seq order when the chain holds; when it does not, the chain
-    check already fails the trail.
+    check already fails the trail. A mode an effect does not give is unknown
+    (None) from there on: the net mode after is the last effect's.
     """
     net: dict[str, list[str | None]] = {}
     for i, entry, effects in with_effects:
@@ -228,9 +235,15 @@ def _compose_effects(
                 and (after is None or isinstance(after, str))
             ):
                 continue
+            mode_before = effect.get("mode_before")
+            mode_after = effect.get("mode_after")
+            if not isinstance(mode_before, str):
+                mode_before = None
+            if not isinstance(mode_after, str):
+                mode_after = None
             state = net.get(path)
             if state is None:
-                net[path] = [before, after]
+                net[path] = [before, after, mode_before, mode_after]
                 continue
             if before != state[1]:
                 out.add(
@@ -240,8 +253,33 @@ def _compose_effects(
                     expected=_h(state[1]),
                     found=_h(before),
                 )
+            elif mode_before is not None and state[3] is not None and mode_before != state[3]:
+                out.add(
+                    "audit.effect_discontinuity",
+                    f"{path}: this effect starts from another mode than the previous one left",
+                    f"audit.entries[{i}].effects[{j}].mode_before",
+                    expected=state[3],
+                    found=mode_before,
+                )
             state[1] = after
+            state[3] = mode_after
     return net
+
+
+def _changed(state: list[str | None]) -> bool:
+    """Whether a net state changes its path: its bytes, or its mode where both are known."""
+    before, after, mode_before, mode_after = state
+    return before != after or (
+        mode_before is not None and mode_after is not None and mode_before != mode_after
+    )
+
+
+def _modes_differ(claim: Change, state: list[str | None]) -> bool:
+    """Whether a mode the claim gives is not the one the trail records (where it records one)."""
+    return any(
+        claimed is not None and recorded is not None and claimed != recorded
+        for claimed, recorded in ((claim.mode_before, state[2]), (claim.mode_after, state[3]))
+    )
 
 
 def _check_claims(
@@ -254,8 +292,10 @@ def _check_claims(
 
     for path, claim in first.items():
         state = net.get(path)
-        claimed = _pair(claim.sha256_before, claim.sha256_after)
-        if state is None or state[0] == state[1]:
+        claimed = _pair(
+            claim.sha256_before, claim.sha256_after, claim.mode_before, claim.mode_after
+        )
+        if state is None or not _changed(state):
             out.add(
                 "audit.claim_unexplained",
                 f"{path}: claimed as changed, but no effect in the trail changes it",
@@ -263,7 +303,9 @@ def _check_claims(
                 expected=claimed,
                 found="no effect" if state is None else f"no net change ({_pair(*state)})",
             )
-        elif (state[0], state[1]) != (claim.sha256_before, claim.sha256_after):
+        elif (state[0], state[1]) != (claim.sha256_before, claim.sha256_after) or _modes_differ(
+            claim, state
+        ):
             out.add(
                 "audit.effect_mismatch",
                 f"{path}: the trail's net effect differs from the claim",
@@ -272,14 +314,14 @@ def _check_claims(
                 found=_pair(*state),
             )
 
-    for path, (before, after) in net.items():
-        if before != after and path not in first:
+    for path, state in net.items():
+        if path not in first and _changed(state):
             out.add(
                 "audit.effect_undeclared",
                 f"{path}: changed by the trail but not claimed",
                 path,
                 expected="no change",
-                found=_pair(before, after),
+                found=_pair(*state),
             )
 
 
@@ -287,5 +329,15 @@ def _h(digest: str | None) -> str:
     return "null" if digest is None else digest
 
 
-def _pair(before: str | None, after: str | None) -> str:
-    return f"{_h(before)} -> {_h(after)}"
+def _pair(
+    before: str | None,
+    after: str | None,
+    mode_before: str | None = None,
+    mode_after: str | None = None,
+) -> str:
+    """``before -> after``, each with its mode in brackets when one is given."""
+    return f"{_side(before, mode_before)} -> {_side(after, mode_after)}"
+
+
+def _side(digest: str | None, mode: str | None) -> str:
+    return _h(digest) if mode is None else f"{_h(digest)} ({mode})"

@@ -86,6 +86,16 @@ def test_uppercase_claim_hash_is_a_wrong_type(report: dict[str, Any]) -> None:
     assert _invalid(report).field == "changes.0.sha256_after"
 
 
+def test_claimed_modes_are_optional_and_must_be_git_modes(report: dict[str, Any]) -> None:
+    """A report without modes reads as before; a mode git never writes is refused by name."""
+    assert parse_report(to_bytes(report)).doc.changes[0].mode_after is None
+    report["changes"][0].update(mode_before="100644", mode_after="100755")
+    parsed = parse_report(to_bytes(report)).doc.changes[0]
+    assert (parsed.mode_before, parsed.mode_after) == ("100644", "100755")
+    report["changes"][0]["mode_after"] = "100664"
+    assert _invalid(report).field == "changes.0.mode_after"
+
+
 def test_unknown_keys_are_kept_not_refused(report: dict[str, Any]) -> None:
     report["vendor_field"] = {"x": 1}
     report["repo"]["mirror"] = "elsewhere"

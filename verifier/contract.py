@@ -92,6 +92,8 @@ STATUS_ALIASES = {
 Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{4,64}$")]
 Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 SessionId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._:-]{1,128}$")]
+# The modes git records for a file: regular, executable, symbolic link.
+GitMode = Literal["100644", "100755", "120000"]
 
 
 def _rfc3339_utc(value: Any) -> Any:
@@ -159,12 +161,19 @@ class Usage(_Model):
 
 
 class ClaimedChange(_Model):
-    """A file change the agent claims. The path is checked by the changes check, not here."""
+    """A file change the agent claims. The path is checked by the changes check, not here.
+
+    `mode_before` / `mode_after` are optional (None: not claimed), so that a
+    change of mode alone (``chmod +x run.sh``: a ``modify`` with equal hashes)
+    can be claimed, and reports written before they existed read as they did.
+    """
 
     path: str
     action: Literal["create", "modify", "delete"]
     sha256_before: Sha256 | None
     sha256_after: Sha256 | None
+    mode_before: GitMode | None = None
+    mode_after: GitMode | None = None
 
 
 class AgentTests(_Model):

@@ -10,18 +10,19 @@ harness produces one.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from google.genai import types
 
 from audit import jcs_sha256, seal
+from verifier.paths import UnsafeFile, hash_in_root
+from verifier.repository import Repository
 
 Tool = Callable[[Path, Mapping[str, Any]], dict[str, Any]]
 
@@ -138,14 +139,49 @@ def _visible_files(root: Path) -> list[str]:
     return [p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p]
 
 
-def _hashes(root: Path) -> dict[str, str]:
-    """SHA-256 of every file git would see: the harness's view for effects."""
+class _Seen(NamedTuple):
+    """A file as the harness sees it: SHA-256 of its bytes and its git mode."""
+
+    sha256: str
+    mode: str
+
+
+def _hashes(root: Path) -> dict[str, _Seen]:
+    """Every file git would see, hashed: the harness's view for effects.
+
+    The bytes hashed are those git would store (the contract's rule): the raw
+    bytes, or with CRLF made LF where the repository's ``text``/``eol``
+    attributes ask for it. The mode is git's: executable when the owner may
+    execute it, so that a ``chmod +x`` alone is an effect, which the verifier
+    can hold against a claim.
+    """
+    visible = _visible_files(root)
+    with Repository(root) as repo:
+        conversions = repo.eol_conversions(set(visible))
     result = {}
-    for rel in _visible_files(root):
+    for rel in visible:
         path = root / rel
         if path.is_file() and not path.is_symlink():
-            result[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+            try:
+                hashes = hash_in_root(root, rel, conversions.get(rel))
+            except UnsafeFile:  # reached through a link: not a file of the repository
+                continue
+            if hashes is not None:
+                digest = hashes.stored[0] if hashes.stored else hashes.sha256
+                result[rel] = _Seen(digest, "100755" if hashes.executable else "100644")
     return result
+
+
+def _effect(path: str, before: _Seen | None, after: _Seen | None) -> dict[str, Any]:
+    """One effect; its modes only when the mode changed, so other effects read as they did."""
+    effect: dict[str, Any] = {
+        "path": path,
+        "sha256_before": before and before.sha256,
+        "sha256_after": after and after.sha256,
+    }
+    if before is not None and after is not None and before.mode != after.mode:
+        effect["mode_before"], effect["mode_after"] = before.mode, after.mode
+    return effect
 
 
 @dataclass
@@ -165,22 +201,47 @@ class Session:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def effects(self) -> dict[str, tuple[str | None, str | None]]:
-        """Net effect per path of every recorded call, in order."""
-        net: dict[str, tuple[str | None, str | None]] = {}
+        """Net effect per path of every recorded call, in order: (sha256 before, after)."""
+        return {p: (net[0], net[1]) for p, net in self._net().items()}
+
+    def _net(self) -> dict[str, tuple[str | None, str | None, str | None, str | None]]:
+        """Net (sha256 before, after, mode before, mode after) per changed path.
+
+        A mode is known where an effect recorded one (a call that changed it);
+        the path changed when its bytes did, or its mode.
+        """
+        net: dict[str, list[str | None]] = {}
         for body in self.bodies:
             for e in body.get("effects", []):
-                before = net[e["path"]][0] if e["path"] in net else e["sha256_before"]
-                net[e["path"]] = (before, e["sha256_after"])
-        return {p: ba for p, ba in net.items() if ba[0] != ba[1]}
+                state = net.setdefault(e["path"], [e["sha256_before"], None, None, None])
+                state[1] = e["sha256_after"]
+                if "mode_before" in e:
+                    state[2] = state[2] or e["mode_before"]
+                    state[3] = e["mode_after"]
+        return {
+            p: (s[0], s[1], s[2], s[3])
+            for p, s in net.items()
+            if s[0] != s[1] or (s[2] is not None and s[2] != s[3])
+        }
 
     def claims(self) -> list[dict[str, Any]]:
-        """What an honest agent claims: exactly the net effects."""
+        """What an honest agent claims: exactly the net effects, modes where they changed."""
         out = []
-        for path, (before, after) in sorted(self.effects().items()):
+        for path, (before, after, mode_before, mode_after) in sorted(self._net().items()):
             action = "create" if before is None else "delete" if after is None else "modify"
-            out.append(
-                {"path": path, "action": action, "sha256_before": before, "sha256_after": after}
-            )
+            claim: dict[str, Any] = {
+                "path": path,
+                "action": action,
+                "sha256_before": before,
+                "sha256_after": after,
+            }
+            if mode_before is not None and mode_before != mode_after:
+                # A create has no mode before, a delete none after (the contract's rule).
+                if before is not None:
+                    claim["mode_before"] = mode_before
+                if after is not None:
+                    claim["mode_after"] = mode_after
+            out.append(claim)
         return out
 
     def report(
@@ -271,7 +332,7 @@ def run_session(
                 response = {"ok": False, "error": str(exc)}
             after = _hashes(root)
             effects = [
-                {"path": p, "sha256_before": before.get(p), "sha256_after": after.get(p)}
+                _effect(p, before.get(p), after.get(p))
                 for p in sorted(set(before) | set(after))
                 if before.get(p) != after.get(p)
             ]

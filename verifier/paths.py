@@ -117,17 +117,34 @@ class UnsafeFile(Exception):
         super().__init__(reason)
 
 
+#: End-of-line conversions git applies on the way into the repository (``git add``):
+#: ``text`` (the ``text`` attribute set, or an ``eol`` given): every CRLF becomes LF;
+#: ``auto`` (``text=auto``): the same, unless the file looks binary.
+EOL_TEXT = "text"
+EOL_AUTO = "auto"
+
+
 @dataclass(frozen=True, slots=True)
 class FileHashes:
-    """A working-tree file as we read it: SHA-256 of its bytes, its git blob id, its mode."""
+    """A working-tree file as we read it: SHA-256 of its bytes, its git blob id, its mode.
+
+    `stored` is (SHA-256, blob id) of the bytes git would store when an
+    end-of-line conversion changed them (`hash_in_root`'s `eol`), else None:
+    then the raw bytes are what git stores.
+    """
 
     sha256: str
     blob_sha1: str
     executable: bool
+    stored: tuple[str, str] | None = None
 
 
-def hash_in_root(root: Path, rel: str) -> FileHashes | None:
+def hash_in_root(root: Path, rel: str, eol: str | None = None) -> FileHashes | None:
     """Hash the file `rel` under `root` as it streams; None when it does not exist.
+
+    `eol` (`EOL_TEXT`, `EOL_AUTO`) is the conversion git's attributes ask for
+    the path: the bytes git would store are hashed too (`FileHashes.stored`),
+    with git's built-in rules (``convert.c``), never a filter program.
 
     Every folder on the way is checked with lstat and opened relative to the
     previous one, and the file itself with O_NOFOLLOW and O_NONBLOCK, so nothing
@@ -163,7 +180,7 @@ def hash_in_root(root: Path, rel: str) -> FileHashes | None:
             raise UnsafeFile("change.not_a_file", "the path is not a regular file")
         ffd = _open(parts[-1], fd, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         with os.fdopen(ffd, "rb") as fh:
-            return _hash_stream(fh, os.fstat(ffd))
+            return _hash_stream(fh, os.fstat(ffd), eol)
     finally:
         os.close(fd)
 
@@ -184,16 +201,115 @@ def _open(name: str, dir_fd: int, flags: int) -> int:
         raise UnsafeFile("change.unreadable", f"cannot be read: {exc.strerror}") from None
 
 
-def _hash_stream(fh: BinaryIO, st: os.stat_result) -> FileHashes:
+def _hash_stream(fh: BinaryIO, st: os.stat_result, eol: str | None = None) -> FileHashes:
     if not stat.S_ISREG(st.st_mode):
         raise UnsafeFile("change.not_a_file", "the path stopped being a regular file")
     sha256 = hashlib.sha256()
     blob = hashlib.sha1(f"blob {st.st_size}\0".encode(), usedforsecurity=False)
+    stats = None if eol is None else TextStats()
     total = 0
     while chunk := fh.read(_CHUNK):
         sha256.update(chunk)
         blob.update(chunk)
+        if stats is not None:
+            stats.feed(chunk)
         total += len(chunk)
     if total != st.st_size:
         raise UnsafeFile("change.unreadable", "the file changed size while it was read")
-    return FileHashes(sha256.hexdigest(), blob.hexdigest(), bool(st.st_mode & stat.S_IXUSR))
+    stored = None
+    if stats is not None and stats.converts(eol):
+        stored = _hash_converted(fh, total - stats.crlf)
+    return FileHashes(sha256.hexdigest(), blob.hexdigest(), bool(st.st_mode & stat.S_IXUSR), stored)
+
+
+def _hash_converted(fh: BinaryIO, size: int) -> tuple[str, str]:
+    """(SHA-256, blob id) of the file with each CRLF made LF: a second pass, streamed.
+
+    The blob id's header needs the converted size, known after the first pass.
+    """
+    fh.seek(0)
+    sha256 = hashlib.sha256()
+    blob = hashlib.sha1(f"blob {size}\0".encode(), usedforsecurity=False)
+    crlf = CrlfToLf()
+    total = 0
+    while chunk := fh.read(_CHUNK):
+        out = crlf.feed(chunk)
+        sha256.update(out)
+        blob.update(out)
+        total += len(out)
+    out = crlf.end()
+    sha256.update(out)
+    blob.update(out)
+    if total + len(out) != size:
+        raise UnsafeFile("change.unreadable", "the file changed while it was read")
+    return sha256.hexdigest(), blob.hexdigest()
+
+
+class CrlfToLf:
+    """git's CRLF to LF conversion on the way in, over chunks: a CR at a chunk's end waits.
+
+    A CR not followed by LF is kept (``\r\r\n`` becomes ``\r\n``), as git's
+    ``crlf_to_git`` does for ``text``; for ``text=auto`` a lone CR makes the
+    file binary, so it is never converted at all.
+    """
+
+    def __init__(self) -> None:
+        self._held = b""
+
+    def feed(self, chunk: bytes) -> bytes:
+        data = self._held + chunk if self._held else chunk
+        if data.endswith(b"\r"):
+            self._held, data = b"\r", data[:-1]
+        else:
+            self._held = b""
+        return data.replace(b"\r\n", b"\n")
+
+    def end(self) -> bytes:
+        held, self._held = self._held, b""
+        return held
+
+
+# Bytes git's ``gather_stats`` counts as non-printable: controls other than BS, TAB,
+# LF, FF, CR, ESC, and DEL.
+_NONPRINTABLE = bytes([*(b for b in range(32) if b not in (8, 9, 10, 12, 13, 27)), 127])
+_NOT_NONPRINTABLE = bytes(b for b in range(256) if b not in _NONPRINTABLE)
+
+
+class TextStats:
+    """git's ``gather_stats`` over chunks: what decides whether ``text=auto`` converts a file."""
+
+    def __init__(self) -> None:
+        self.crlf = 0
+        self.cr = 0
+        self.lf = 0
+        self.nul = False
+        self.nonprintable = 0
+        self.size = 0
+        self.last = -1
+        self._held_cr = False
+
+    def feed(self, chunk: bytes) -> None:
+        if not chunk:
+            return
+        if self._held_cr and chunk[0] == 0x0A:
+            self.crlf += 1
+        self.crlf += chunk.count(b"\r\n")
+        self._held_cr = chunk[-1] == 0x0D
+        self.cr += chunk.count(b"\r")
+        self.lf += chunk.count(b"\n")
+        self.nul = self.nul or b"\0" in chunk
+        self.nonprintable += len(chunk.translate(None, _NOT_NONPRINTABLE))
+        self.size += len(chunk)
+        self.last = chunk[-1]
+
+    def is_binary(self) -> bool:
+        """git's ``convert_is_binary``: a lone CR, a NUL, or too many control bytes."""
+        nonprintable = self.nonprintable - (self.last == 0x1A)  # a final ^Z is text (DOS EOF)
+        printable = self.size - self.nonprintable - self.cr - self.lf
+        return self.cr != self.crlf or self.nul or (printable >> 7) < nonprintable
+
+    def converts(self, eol: str | None) -> bool:
+        """Whether git's conversion `eol` changes these bytes (`EOL_TEXT`, `EOL_AUTO`)."""
+        if eol is None or not self.crlf:
+            return False
+        return eol == EOL_TEXT or not self.is_binary()

@@ -9,9 +9,12 @@ library parsing ``.git/config`` in our process (GitPython did) hangs forever
 on a config that is a FIFO. Besides:
 
 * the working tree is compared with the base commit by hashing its files
-  ourselves, as git blobs of their raw bytes, never through the index: index
+  ourselves, as the blobs git would store, never through the index: index
   flags (``--assume-unchanged``, ``--skip-worktree``) and clean filters would
-  otherwise decide what we see, and filters are programs;
+  otherwise decide what we see, and filters are programs. The bytes git would
+  store are the raw bytes, unless a ``text`` or ``eol`` attribute applies to
+  the path (read with ``git check-attr``): then git's built-in CRLF-to-LF
+  conversion, done here (`verifier.paths.hash_in_root`);
 * commits are resolved from hex only, never as ref names.
 
 Paths come from ``-z`` output as bytes, decoded as UTF-8 (no normalisation);
@@ -32,7 +35,15 @@ from typing import NamedTuple
 
 from verifier._git import GIT_TIMEOUT_S, BlobDigestCache, Git, is_object_id
 from verifier.errors import InfrastructureError
-from verifier.paths import UnsafeFile, hash_in_root, is_dotgit, worktree_state
+from verifier.paths import (
+    EOL_AUTO,
+    EOL_TEXT,
+    FileHashes,
+    UnsafeFile,
+    hash_in_root,
+    is_dotgit,
+    worktree_state,
+)
 
 MODE_LINK = "120000"
 
@@ -265,9 +276,11 @@ class Repository:
             raise InfrastructureError(f"repository {str(path)!r} does not exist")
         self.root = _work_tree(Git(path, timeout_s=timeout_s), path)
         self._git = Git(self.root, timeout_s=timeout_s)
-        # SHA-256 of the regular files `changed_in_worktree` read, so none is read twice.
+        # SHA-256 of the regular files `changed_in_worktree` read, so none is read twice:
+        # of the bytes git would store (end-of-line attributes applied), as claims are.
         self.worktree_sha256: dict[str, str] = {}
-        # Every file and link `changed_in_worktree` read, as `worktree_state` gives it.
+        # Every file and link `changed_in_worktree` read, as `worktree_state` gives it:
+        # the raw bytes, as the copy for the tests holds them.
         self.worktree_state: dict[str, str] = {}
         # The folders of each commit's tree that `trees` listed: (path, tree id).
         self.folders: dict[str, list[tuple[str, str]]] = {}
@@ -399,40 +412,114 @@ class Repository:
         """Paths git would see as changed from the base tree in the working tree.
 
         Every file git would see (tracked, or untracked and not ignored) is hashed
-        as a git blob of its raw bytes and compared with the base tree, mode
-        included; a base file git no longer sees is a deletion. `visible` is
-        `worktree_paths()`.
+        as the blob git would store (`eol_conversions`) and compared with the
+        base tree, mode included; a base file git no longer sees is a deletion.
+        `visible` is `worktree_paths()`.
         """
-        changed = {path for path in base_tree if path not in visible}
+        conversions = self.eol_conversions(visible)
+        now: dict[str, TreeEntry | None] = {}
+        auto: list[tuple[str, FileHashes]] = []
         for path in visible:
             # Created files are hashed too: the copy for the tests must hold them as read.
-            now = self._worktree_entry(path)
-            if path not in base_tree or now != base_tree[path]:
-                changed.add(path)
+            now[path], hashes = self._worktree_entry(path, conversions.get(path))
+            if (
+                hashes is not None
+                and hashes.stored is not None
+                and conversions[path] == EOL_AUTO
+                and path in base_tree
+            ):
+                auto.append((path, hashes))
+        for path, hashes in self._keep_crlf(base_tree, auto):
+            # git's "safer autocrlf": text=auto never converts a file whose blob holds a CR.
+            now[path] = TreeEntry("100755" if hashes.executable else "100644", hashes.blob_sha1)
+            self.worktree_sha256[path] = hashes.sha256
+        changed = {path for path in base_tree if path not in visible}
+        changed.update(
+            path for path, entry in now.items() if path not in base_tree or entry != base_tree[path]
+        )
         return changed
+
+    def eol_conversions(self, paths: set[str]) -> dict[str, str]:
+        """The end-of-line conversion git's attributes ask for each path that has one.
+
+        ``git check-attr --stdin -z text eol``, as ``convert.c`` reads them: text
+        set (or ``eol`` given) is `EOL_TEXT`; ``text=auto`` is `EOL_AUTO`; text
+        unset, or neither attribute, converts nothing (``core.autocrlf`` is the
+        agent's configuration, not the repository's attributes: not read). With
+        no ``.gitattributes`` git sees and no ``info/attributes``, git is not
+        asked: almost every repository.
+        """
+        info = self.root / ".git" / "info" / "attributes"
+        if not paths or not (
+            any(p == ".gitattributes" or p.endswith("/.gitattributes") for p in paths)
+            or info.exists()
+            or not (self.root / ".git").is_dir()  # a linked worktree: its info is elsewhere
+        ):
+            return {}
+        listing = "".join(f"{path}\0" for path in sorted(paths)).encode("utf-8", "surrogateescape")
+        out = self._run("check-attr", "--stdin", "-z", "text", "eol", stdin=listing)
+        fields = out.split(b"\0")
+        attrs: dict[str, dict[str, str]] = {}
+        for at in range(0, len(fields) - 2, 3):
+            path, name, value = (_decode(f) for f in fields[at : at + 3])
+            attrs.setdefault(path, {})[name] = value
+        conversions: dict[str, str] = {}
+        for path, values in attrs.items():
+            text, eol = values.get("text", "unspecified"), values.get("eol", "unspecified")
+            if text == "unset":
+                continue
+            if text == "auto":
+                conversions[path] = EOL_AUTO
+            elif text in ("set", "input") or eol in ("lf", "crlf"):
+                conversions[path] = EOL_TEXT
+        return conversions
+
+    def _keep_crlf(
+        self, base_tree: Mapping[str, TreeEntry], auto: list[tuple[str, FileHashes]]
+    ) -> list[tuple[str, FileHashes]]:
+        """The `auto` files whose base blob holds a CR: git leaves those as they are.
+
+        git asks the index; we never read it, and take the base commit's blob
+        in its place (what an honest session's index holds for a file it did
+        not re-add). Read only for ``text=auto`` files that hold a CRLF.
+        """
+        wanted = [(path, h) for path, h in auto if base_tree[path].is_file]
+        if not wanted:
+            return []
+        blobs = self._git.read_objects([(base_tree[path].sha, "blob") for path, _ in wanted])
+        return [
+            (path, h) for (path, h), (_, raw) in zip(wanted, blobs, strict=True) if b"\r" in raw
+        ]
 
     def worktree_paths(self) -> set[str]:
         """Tracked files plus untracked files that are not ignored."""
         out = self._run("ls-files", "-z", "--cached", "--others", "--exclude-standard")
         return {_decode(p) for p in out.split(b"\0") if p}
 
-    def _worktree_entry(self, rel: str) -> TreeEntry | None:
-        """What git would record for `rel` now: its mode and blob sha; None if unreadable."""
+    def _worktree_entry(
+        self, rel: str, eol: str | None = None
+    ) -> tuple[TreeEntry | None, FileHashes | None]:
+        """What git would record for `rel` now: its mode and blob sha (None if unreadable).
+
+        With the hashes read, for a regular file: the raw bytes' go to
+        `worktree_state`, what git would store (`eol` applied) to `worktree_sha256`.
+        """
         try:
-            hashes = hash_in_root(self.root, rel)
+            hashes = hash_in_root(self.root, rel, eol)
         except UnsafeFile as exc:
             link = self.root / rel
             if exc.code != "change.symlink" or not link.is_symlink():
-                return None  # a link on the way, or not a file: count it as changed
+                return None, None  # a link on the way, or not a file: count it as changed
             target = os.readlink(link)
             self.worktree_state[rel] = worktree_state(MODE_LINK, target)
             raw = os.fsencode(target)
             blob = hashlib.sha1(f"blob {len(raw)}\0".encode(), usedforsecurity=False)
             blob.update(raw)
-            return TreeEntry(MODE_LINK, blob.hexdigest())
+            return TreeEntry(MODE_LINK, blob.hexdigest()), None
         if hashes is None:
-            return None
+            return None, None
         mode = "100755" if hashes.executable else "100644"
-        self.worktree_sha256[rel] = hashes.sha256
+        sha256, blob_sha1 = hashes.stored or (hashes.sha256, hashes.blob_sha1)
+        self.worktree_sha256[rel] = sha256
         self.worktree_state[rel] = worktree_state(mode, hashes.sha256)
-        return TreeEntry(mode, hashes.blob_sha1)
+        return TreeEntry(mode, blob_sha1), hashes

@@ -22,6 +22,7 @@ from audit import (
     sha256_hex,
     verify_trail,
 )
+from audit.chain import _Shapes
 
 VECTORS = json.loads(
     (Path(__file__).parents[2] / "docs" / "contract" / "vectors" / "audit-chain-v1.json").read_text(
@@ -461,3 +462,95 @@ def test_sealed_trail_of_random_session_is_complete(seed: int) -> None:
     findings = verify_trail(audit_of(trail(*bodies)), session_id=SID, calls=calls, claims=claims)
     missing = sum(c.response is None for c in calls)
     assert [f.code for f in findings] == ["audit.response_missing"] * missing
+
+
+# -- modes: a change of mode alone -------------------------------------------------------
+
+
+def mode_effect(path: str, digest: str, before: str, after: str) -> dict[str, Any]:
+    return {**effect(path, digest, digest), "mode_before": before, "mode_after": after}
+
+
+def test_a_mode_only_effect_explains_a_mode_only_claim() -> None:
+    c1 = call("c1", "run_command")
+    entries = trail(entry_for(c1, mode_effect("run.sh", A, "100644", "100755")))
+    claim = Change("run.sh", A, A, "100644", "100755")
+    assert verify_trail(audit_of(entries), session_id=SID, calls=[c1], claims=[claim]) == []
+
+
+def test_a_mode_only_effect_nobody_claims_is_undeclared() -> None:
+    c1 = call("c1", "run_command")
+    entries = trail(entry_for(c1, mode_effect("run.sh", A, "100644", "100755")))
+    [finding] = check_completeness(entries, [c1], [])
+    assert (finding.code, finding.path, finding.found) == (
+        "audit.effect_undeclared",
+        "run.sh",
+        f"{A} (100644) -> {A} (100755)",
+    )
+
+
+def test_a_claimed_mode_the_trail_does_not_record_is_a_mismatch() -> None:
+    c1 = call("c1", "run_command")
+    entries = trail(entry_for(c1, mode_effect("run.sh", A, "100644", "100755")))
+    claim = Change("run.sh", A, A, "100644", "120000")
+    [finding] = check_completeness(entries, [c1], [claim])
+    assert (finding.code, finding.expected) == (
+        "audit.effect_mismatch",
+        f"{A} (100644) -> {A} (120000)",
+    )
+
+
+def test_a_mode_only_claim_with_a_trail_that_records_no_mode_is_unexplained() -> None:
+    """Effects of an older harness give no modes: equal hashes there are no change at all."""
+    c1 = call("c1", "run_command")
+    entries = trail(entry_for(c1, effect("run.sh", A, A)))
+    claim = Change("run.sh", A, A, "100644", "100755")
+    assert codes(check_completeness(entries, [c1], [claim])) == {"audit.claim_unexplained"}
+
+
+def test_a_claim_without_modes_is_held_to_its_hashes_only() -> None:
+    """Old reports: a content change whose effect also records a mode change still matches."""
+    c1 = call("c1")
+    entries = trail(
+        entry_for(c1, {**effect("a.py", A, B), "mode_before": "100644", "mode_after": "100755"})
+    )
+    assert check_completeness(entries, [c1], [Change("a.py", A, B)]) == []
+
+
+def test_an_effect_starting_from_another_mode_than_the_last_left_is_a_discontinuity() -> None:
+    c1, c2 = call("c1", "run_command"), call("c2", "run_command")
+    entries = trail(
+        entry_for(c1, mode_effect("run.sh", A, "100644", "100755")),
+        entry_for(c2, {**effect("run.sh", A, B), "mode_before": "100644", "mode_after": "100644"}),
+    )
+    claim = Change("run.sh", A, B)
+    findings = check_completeness(entries, [c1, c2], [claim])
+    assert [(f.code, f.path, f.expected, f.found) for f in findings] == [
+        (
+            "audit.effect_discontinuity",
+            "audit.entries[2].effects[0].mode_before",
+            "100755",
+            "100644",
+        )
+    ]
+
+
+def test_effect_modes_take_the_plain_path_and_a_bad_mode_is_malformed() -> None:
+    c1 = call("c1", "run_command")
+    good = trail(entry_for(c1, mode_effect("run.sh", A, "100644", "100755")))
+    assert (
+        verify_trail(
+            audit_of(good),
+            session_id=SID,
+            calls=[c1],
+            claims=[Change("run.sh", A, A, "100644", "100755")],
+        )
+        == []
+    )
+    assert _Shapes().plain_kind(good[1]) == "tool_call"
+    bad = trail(entry_for(c1, mode_effect("run.sh", A, "100644", "777")))
+    assert _Shapes().plain_kind(bad[1]) is None
+    findings = verify_trail(audit_of(bad), session_id=SID, calls=[c1], claims=[])
+    assert ("audit.entry_malformed", "audit.entries[1].effects[0].mode_after") in {
+        (f.code, f.path) for f in findings
+    }

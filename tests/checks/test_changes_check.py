@@ -352,3 +352,109 @@ def test_symlinked_file_in_worktree_is_refused(repo: GitRepo) -> None:
 def test_a_folder_claimed_as_a_file_is_refused(repo: GitRepo) -> None:
     result = run(repo, repo.head(), None, claim("tests", None, "x"))
     assert codes(result) == ["change.not_a_file"]
+
+
+# -- modes -------------------------------------------------------------------------------
+
+
+def mode_claim(path: str, content: str, before: str | None, after: str | None) -> ClaimedChange:
+    digest = sha256(content.encode())
+    return ClaimedChange(
+        path=path,
+        action="modify",
+        sha256_before=digest,
+        sha256_after=digest,
+        mode_before=before,  # type: ignore[arg-type]
+        mode_after=after,  # type: ignore[arg-type]
+    )
+
+
+@pytest.mark.parametrize("committed", [True, False], ids=["commit", "worktree"])
+def test_a_claimed_chmod_passes_and_a_wrong_mode_is_a_mode_mismatch(
+    repo: GitRepo, committed: bool
+) -> None:
+    base = repo.head()
+    os.chmod(repo.path / "calc.py", 0o755)
+    head = repo.commit() if committed else None
+    honest = run(repo, base, head, mode_claim("calc.py", CALC, "100644", "100755"))
+    assert honest.status is CheckStatus.PASS, honest.findings
+
+    lying = run(repo, base, head, mode_claim("calc.py", CALC, "100755", "100644"))
+    assert [(f.code, f.expected, f.found) for f in lying.findings] == [
+        ("change.mode_mismatch", "100755", "100644"),
+        ("change.mode_mismatch", "100644", "100755"),
+    ]
+
+
+@pytest.mark.parametrize("committed", [True, False], ids=["commit", "worktree"])
+def test_a_chmod_claimed_without_modes_passes_on_its_hashes(repo: GitRepo, committed: bool) -> None:
+    """Reports written before modes could be claimed read as they did (docs/findings.md)."""
+    base = repo.head()
+    os.chmod(repo.path / "calc.py", 0o755)
+    head = repo.commit() if committed else None
+    result = run(repo, base, head, mode_claim("calc.py", CALC, None, None))
+    assert result.status is CheckStatus.PASS, result.findings
+
+
+def test_a_mode_before_on_a_create_is_inconsistent(repo: GitRepo) -> None:
+    base = repo.head()
+    head = repo.commit({"new.txt": "n\n"})
+    bad = claim("new.txt", None, "n\n").model_copy(update={"mode_before": "100644"})
+    result = run(repo, base, head, bad)
+    assert codes(result) == ["change.action_inconsistent"]
+    assert result.findings[0].expected == "a create must have no mode_before"
+
+
+# -- end-of-line attributes: the bytes git stores ----------------------------------------
+
+# Line endings of every kind git's conversion treats apart; one CRLF straddles the 1 MiB
+# chunk the files are read in.
+EOL_FILES: dict[str, bytes] = {
+    "crlf.txt": b"one\r\ntwo\r\n",
+    "mixed.txt": b"one\r\ntwo\nthree\r\n",
+    "lone_cr.txt": b"one\rtwo\r\n",  # text=auto: binary (a lone CR), kept as it is
+    "double_cr.txt": b"one\r\r\ntwo\r\n",
+    "nul.bin": b"one\r\n\0two\r\n",
+    "dos_eof.txt": b"one\r\ntwo\r\n\x1a",
+    "big.txt": b"a" * ((1 << 20) - 1) + b"\r\nend\r\n",
+    "lf.txt": b"one\ntwo\n",
+    "empty.txt": b"",
+}
+
+
+@pytest.mark.parametrize(
+    "attributes",
+    ["* text=auto\n", "* text=auto eol=crlf\n", "* text\n", "* eol=crlf\n", "* -text\n"],
+)
+def test_worktree_files_hash_as_the_blobs_git_add_stores(tmp_path: Path, attributes: str) -> None:
+    """Whatever the attributes, a working tree just committed with ``git add`` has no change."""
+    repo = GitRepo(tmp_path / "r")
+    repo.commit({".gitattributes": attributes, **EOL_FILES})
+    result = run(repo, repo.head(), None)
+    assert result.status is CheckStatus.PASS, result.findings
+    assert result.details["changed"] == 0
+
+
+def test_a_crlf_checkout_claims_the_lf_blob_and_a_real_change_is_still_seen(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "r")
+    base = repo.commit({".gitattributes": "*.py text eol=crlf\n", "calc.py": CALC})
+    (repo.path / "calc.py").unlink()
+    repo.git("checkout", "--", "calc.py")
+    assert b"\r\n" in (repo.path / "calc.py").read_bytes()
+    assert run(repo, base, None).status is CheckStatus.PASS
+
+    repo.write({"calc.py": FIXED.replace("\n", "\r\n")})
+    result = run(repo, base, None, claim("calc.py", CALC, FIXED))
+    assert result.status is CheckStatus.PASS, result.findings
+    raw = run(repo, base, None, claim("calc.py", CALC, FIXED.replace("\n", "\r\n")))
+    assert codes(raw) == ["change.hash_mismatch"]
+
+
+def test_text_auto_leaves_a_file_whose_base_blob_holds_crlf_as_it_is(tmp_path: Path) -> None:
+    """git's safer autocrlf: a blob committed with CRLF before the attribute stays unconverted."""
+    repo = GitRepo(tmp_path / "r")
+    repo.commit({"old.txt": b"one\r\ntwo\r\n"})
+    base = repo.commit({".gitattributes": "* text=auto\n"})
+    assert run(repo, base, None).status is CheckStatus.PASS
+    repo.git("add", "-A")
+    assert repo.git("status", "--porcelain") == ""

@@ -65,7 +65,10 @@ def check(report: Report, profile: Profile) -> CheckResult:
 
     # 2. Chain and completeness, in the audit package.
     calls = [Call(c.call_id, c.name, c.args, c.response_object) for c in report.trajectory.calls]
-    claims = [Change(c.path, c.sha256_before, c.sha256_after) for c in report.doc.changes]
+    claims = [
+        Change(c.path, c.sha256_before, c.sha256_after, c.mode_before, c.mode_after)
+        for c in report.doc.changes
+    ]
     audit_doc: dict[str, Any] = {
         "entries": report.doc.audit.entries,
         "count": report.doc.audit.count,

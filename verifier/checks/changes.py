@@ -14,8 +14,10 @@ Steps of `check`:
    and, in commit mode, refuse what git's ``fsck --strict`` would: the trees
    of head (duplicate or unsorted entries, ``.git``-like names...) and the
    commits along base..head (`change.tree_invalid`, `change.commit_invalid`);
-4. hash each safe claim's raw bytes at base and at head, and compare with the
-   claimed ``sha256_before`` / ``sha256_after``;
+4. hash each safe claim's bytes (as git stores them: see `Repository`) at
+   base and at head, and compare with the claimed ``sha256_before`` /
+   ``sha256_after``, and its modes with ``mode_before`` / ``mode_after`` when
+   the claim gives them (`change.mode_mismatch`);
 5. every changed path must be claimed, otherwise ``change.undeclared``.
 
 A `BlobDigestCache` (blob id -> SHA-256) may be passed: git blob ids are
@@ -90,6 +92,14 @@ class Side:
                 "change.not_a_file", f"{path}: is not a regular file in the {self.label}", path=path
             )
         return self.digests[entry.sha], None
+
+    def mode(self, path: str) -> str | None:
+        """The git mode of `path` on this side (``100644``...), None when it is not there."""
+        if self.tree is None:
+            state = self.repo.worktree_state.get(path)
+            return None if state is None else state.partition(" ")[0]
+        entry = self.tree.get(path)
+        return None if entry is None else entry.mode
 
     def paths(self) -> set[str]:
         if self.tree is not None:
@@ -396,15 +406,48 @@ def _action_findings(claim: ClaimedChange) -> list[Finding]:
         problem = "a delete must have sha256_after null"
     elif claim.action == "modify" and None in (claim.sha256_before, claim.sha256_after):
         problem = "a modify must have both hashes"
+    elif claim.action == "create" and claim.mode_before is not None:
+        problem = "a create must have no mode_before"
+    elif claim.action == "delete" and claim.mode_after is not None:
+        problem = "a delete must have no mode_after"
     if problem is None:
         return []
+    found = f"before={claim.sha256_before}, after={claim.sha256_after}"
+    if claim.mode_before is not None or claim.mode_after is not None:
+        found += f", mode_before={claim.mode_before}, mode_after={claim.mode_after}"
     return [
         Finding(
             "change.action_inconsistent",
             f"{claim.path}: action {claim.action!r}, but {problem}",
             path=claim.path,
             expected=problem,
-            found=f"before={claim.sha256_before}, after={claim.sha256_after}",
+            found=found,
+        )
+    ]
+
+
+def _mode_finding(
+    claim: ClaimedChange, side: Side, which: str, claimed: str | None
+) -> list[Finding]:
+    """`change.mode_mismatch` when the claim gives a mode and the file, there, has another.
+
+    A side where the file is absent is left to the hash findings, which say so.
+    A claim without modes says nothing about them: a change of mode alone then
+    passes as long as the hashes hold, as before modes could be claimed.
+    """
+    if claimed is None:
+        return []
+    found = side.mode(claim.path)
+    if found is None or found == claimed:
+        return []
+    return [
+        Finding(
+            "change.mode_mismatch",
+            f"{claim.path}: in the {side.label} the file's mode is {found}, "
+            f"not the claimed {which} {claimed}",
+            path=claim.path,
+            expected=claimed,
+            found=found,
         )
     ]
 
@@ -414,6 +457,7 @@ def _hash_findings(claim: ClaimedChange, base: Side, head: Side) -> list[Finding
     before, problem = base.sha256(claim.path)
     if problem is not None:
         return [problem]
+    findings += _mode_finding(claim, base, "mode_before", claim.mode_before)
     if before != claim.sha256_before:
         findings.append(
             Finding(
@@ -428,6 +472,7 @@ def _hash_findings(claim: ClaimedChange, base: Side, head: Side) -> list[Finding
     after, problem = head.sha256(claim.path)
     if problem is not None:
         return [*findings, problem]
+    findings += _mode_finding(claim, head, "mode_after", claim.mode_after)
     if after == claim.sha256_after:
         return findings
     if after is None:
