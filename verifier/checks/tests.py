@@ -183,7 +183,11 @@ def check(
 
         try:
             snapshot = materialize(
-                repo_path, head_commit, work, max_bytes=config.max_snapshot_bytes
+                repo_path,
+                head_commit,
+                work,
+                max_bytes=config.max_snapshot_bytes,
+                max_files=config.max_snapshot_files,
             )
         except SnapshotError as exc:
             return _error(started, "tests.snapshot_failed", str(exc), mode=mode)
