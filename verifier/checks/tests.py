@@ -7,7 +7,9 @@
    ``python`` or ``venv``), else the verifier's own.
 2. Decide the sandbox from `Config.network_isolation`: ``auto`` uses it when
    it works here, ``required`` fails the check as an error when it does not
-   (`tests.isolation_unavailable`), ``off`` never uses it.
+   (`tests.isolation_unavailable`), ``off`` never uses it. A run that passed
+   with no sandbox under ``auto`` is an error (`tests.unsandboxed`); under
+   ``off``, the operator's choice, it passes with a note.
 3. Make a temporary directory holding ``work/`` (the copy), ``home/``, ``tmp/``
    and our result files (pytest's JUnit report, unittest's counts), which lie
    outside ``work/``; it is removed afterwards.
@@ -263,6 +265,17 @@ def check(
             counts = run.counts
     findings = _judge(outcome, timeout_s, kind, is_pytest, counts, report_problem, agreement)
     details = _details(outcome, mode, snapshot, counts, read)
+    if not findings and outcome.sandbox == "none" and config.network_isolation == "auto":
+        # A pass proved nothing about code that could read and write the whole host;
+        # a failure stays a failure.
+        return _timed(
+            CheckResult(
+                NAME, CheckStatus.ERROR, (_unsandboxed(outcome),), details, notes=infra_notes
+            ),
+            started,
+        )
+    if outcome.sandbox == "none" and config.network_isolation == "off":
+        infra_notes = (*infra_notes, 'network_isolation = "off": nothing was isolated')
     if not findings and kind == "uncounted":
         # Exit 0 from a runner we cannot count proves nothing ran ("Ran 0 tests"
         # exits 0 too): the question stays open rather than passing.
@@ -644,6 +657,20 @@ def _judge(
             )
         ]
     return []
+
+
+def _unsandboxed(outcome: RunOutcome) -> Finding:
+    """Why a run under ``auto`` ended with no sandbox: the runner's notes, else none installed."""
+    why = [n for n in outcome.notes if n != "the command ran without a sandbox"]
+    reasons = "; ".join(why) or "neither `bwrap` nor `unshare` is installed"
+    return Finding(
+        "tests.unsandboxed",
+        f"the tests passed, but ran with no sandbox ({reasons}): the code under test could "
+        'read and write the host, so the pass proves nothing; install bubblewrap, or set '
+        'network_isolation = "off" to accept unisolated runs',
+        expected="a run in the bwrap or unshare sandbox",
+        found="no sandbox",
+    )
 
 
 def _none_ran(message: str) -> Finding:
