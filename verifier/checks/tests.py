@@ -61,6 +61,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from verifier import results, runner, tampering
 from verifier._git import Git
@@ -339,8 +340,12 @@ def _hidden_paths(repo_path: Path, config: Config, keep: Sequence[Path]) -> list
     if config.source is not None:
         candidates.append(config.source.resolve())
     scheme, _, rest = config.database_url.partition(":///")
-    if scheme.split("+")[0] == "sqlite" and rest and not rest.startswith(":memory:"):
-        database = Path(rest.split("?")[0]).resolve()  # relative: to our working folder
+    name = rest.split("?")[0]
+    if name.startswith("file:"):  # SQLite's URI form (`?uri=true`): file:/a, file:///a, file:a
+        name = unquote(name.removeprefix("file:"))
+        name = "/" + name[2:].partition("/")[2] if name.startswith("//") else name
+    if scheme.split("+")[0] == "sqlite" and name and not name.startswith(":memory:"):
+        database = Path(name).resolve()  # relative: to our working folder
         candidates += [database, Path(f"{database}-wal"), Path(f"{database}-shm")]
     candidates += [Path.home() / name for name in CREDENTIALS]
     needed = [
