@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from gitrepo import GitRepo
-from sessions import PYTEST, fixed_session, fix_turns, to_bytes
+from sessions import PYTEST, fix_turns, fixed_session, to_bytes
 
 from verifier.config import Config, RepositoryConfig
 from verifier.contract import parse_report

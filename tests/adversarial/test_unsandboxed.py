@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from gitrepo import GitRepo
-from sessions import PYTEST, fixed_session, fix_turns, to_bytes
+from sessions import PYTEST, fix_turns, fixed_session, to_bytes
 
 from verifier.config import Config, RepositoryConfig
 from verifier.contract import parse_report
@@ -79,7 +79,8 @@ def test_the_message_names_why_each_sandbox_was_passed_over(
     fakes = tmp_path / "fakes"
     fakes.mkdir()
     for name in ("bwrap", "unshare"):
-        (fakes / name).write_text(f"#!/bin/sh\necho '{name}: Operation not permitted' >&2\nexit 1\n")
+        refusal = f"echo '{name}: Operation not permitted' >&2"
+        (fakes / name).write_text(f"#!/bin/sh\n{refusal}\nexit 1\n")
         (fakes / name).chmod(0o755)
     monkeypatch.setenv("PATH", f"{fakes}{os.pathsep}{os.environ['PATH']}")
 

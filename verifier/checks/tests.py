@@ -671,7 +671,7 @@ def _unsandboxed(outcome: RunOutcome) -> Finding:
     return Finding(
         "tests.unsandboxed",
         f"the tests passed, but ran with no sandbox ({reasons}): the code under test could "
-        'read and write the host, so the pass proves nothing; install bubblewrap, or set '
+        "read and write the host, so the pass proves nothing; install bubblewrap, or set "
         'network_isolation = "off" to accept unisolated runs',
         expected="a run in the bwrap or unshare sandbox",
         found="no sandbox",
