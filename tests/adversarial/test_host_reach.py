@@ -25,6 +25,7 @@ from verifier.contract import parse_report
 from verifier.findings import DeliveryStatus, Verification
 from verifier.runner import sandboxes_available
 from verifier.snapshot import temp_parent
+from verifier.verify import verify
 
 pytestmark = pytest.mark.skipif(not sandboxes_available(), reason="no sandbox works here")
 
@@ -35,8 +36,6 @@ def needs(path: Path) -> str:
 
 
 def verdict(repo: GitRepo, path: Path, **config: Any) -> Verification:
-    from verifier.verify import verify
-
     report = fixed_session(repo, turns=fix_turns(needs(path))).report()
     calc = RepositoryConfig("calc", path=repo.path, test_command=tuple(PYTEST), test_timeout_s=60)
     return verify(parse_report(to_bytes(report)), Config(repositories={"calc": calc}, **config))

@@ -340,12 +340,12 @@ def _hidden_paths(repo_path: Path, config: Config, keep: Sequence[Path]) -> list
     if config.source is not None:
         candidates.append(config.source.resolve())
     scheme, _, rest = config.database_url.partition(":///")
-    name = rest.split("?")[0]
-    if name.startswith("file:"):  # SQLite's URI form (`?uri=true`): file:/a, file:///a, file:a
-        name = unquote(name.removeprefix("file:"))
-        name = "/" + name[2:].partition("/")[2] if name.startswith("//") else name
-    if scheme.split("+")[0] == "sqlite" and name and not name.startswith(":memory:"):
-        database = Path(name).resolve()  # relative: to our working folder
+    db_name = rest.split("?")[0]
+    if db_name.startswith("file:"):  # SQLite's URI form (`?uri=true`): file:/a, file:///a, file:a
+        db_name = unquote(db_name.removeprefix("file:"))
+        db_name = "/" + db_name[2:].partition("/")[2] if db_name.startswith("//") else db_name
+    if scheme.split("+")[0] == "sqlite" and db_name and not db_name.startswith(":memory:"):
+        database = Path(db_name).resolve()  # relative: to our working folder
         candidates += [database, Path(f"{database}-wal"), Path(f"{database}-shm")]
     candidates += [Path.home() / name for name in CREDENTIALS]
     needed = [
