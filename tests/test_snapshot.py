@@ -289,6 +289,27 @@ def test_the_size_cap_stops_before_the_file_that_crosses_it(
     assert _files(tmp_path / "copy") == {"a.txt": b"a" * 10}  # b.txt never written
 
 
+@pytest.mark.parametrize("mode", ["commit", "worktree"])
+def test_the_file_cap_stops_before_a_file_past_it_is_written(
+    repo: GitRepo, tmp_path: Path, mode: str
+) -> None:
+    # cap + 1 entries (a link counts too). A commit's listing is refused before the first
+    # write; the working tree's, path by path, before the one past the cap is opened.
+    commit = repo.commit({**{f"f{i:02}.txt": "" for i in range(4)}, "z.txt": "z"})
+    os.symlink("z.txt", repo.path / "link")
+    commit = repo.commit({})
+    source = commit if mode == "commit" else None
+    with pytest.raises(SnapshotError, match=r"more than 5 files \(max_snapshot_files\)"):
+        materialize(repo.path, source, tmp_path / "copy", max_files=5)
+    copied = _files(tmp_path / "copy")
+    if mode == "commit":
+        assert copied == {}
+    else:  # "z.txt", the sixth in git's order, never written (links are made last)
+        assert sorted(copied) == [f"f{i:02}.txt" for i in range(4)]
+    info = materialize(repo.path, source, tmp_path / "fits", max_files=6)
+    assert (info.files, info.symlinks) == (5, 1)
+
+
 def test_digests_come_from_the_cache_and_new_ones_go_into_it(repo: GitRepo, tmp_path: Path) -> None:
     commit = repo.commit({"a.txt": "a\n", "b.txt": "b\n"})
     a, b = repo.git("rev-parse", f"{commit}:a.txt"), repo.git("rev-parse", f"{commit}:b.txt")

@@ -181,6 +181,8 @@ class Config:
     network_isolation: Literal["auto", "required", "off"] = "auto"
     output_excerpt_bytes: PositiveInt = 8192
     max_snapshot_bytes: PositiveInt = 2 * 1024**3
+    # Files and links in that copy: counted while the listing is read, before writing.
+    max_snapshot_files: PositiveInt = 100_000
     # Host paths every sandboxed run sees read-only, beyond the system and the toolchain.
     sandbox_read_only: Paths = ()
     limits: SandboxLimits = field(default_factory=SandboxLimits)

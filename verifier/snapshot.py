@@ -16,8 +16,9 @@ Regular files keep their permission bits. A symbolic link is copied as a link
 only when, in the copy, it resolves inside the copy; otherwise it is left out
 and recorded in `SnapshotInfo.skipped`. A path that `verifier.paths.unsafe_reason`
 refuses (``..``, a ``.git`` segment...) is left out too. No path outside the
-repository root is ever opened, and the size cap is checked before each file
-is written. Git runs through `verifier._git` (argument list, `cwd=` the
+repository root is ever opened, and the size and file-count caps are checked
+before each file is written: a tree of 200,000 empty files is refused at the
+cap, not copied whole first. Git runs through `verifier._git` (argument list, `cwd=` the
 repository, a timeout that kills, no inherited `GIT_*`, no index refresh).
 `temp_parent` picks a folder in memory for the copy when there is room.
 """
@@ -116,16 +117,18 @@ def materialize(
     timeout_s: float = GIT_TIMEOUT_S,
     max_bytes: int | None = None,
     cache: BlobDigestCache | None = None,
+    max_files: int | None = None,
 ) -> SnapshotInfo:
     """Copy the state at `head_commit` (or the working tree when None) into `dest`.
 
-    Raises `SnapshotError` when the files add up to more than `max_bytes`,
-    before the file that would cross it is written. `cache` (blob id ->
+    Raises `SnapshotError` when the files add up to more than `max_bytes`, or
+    the listing holds more than `max_files` files and links, before the file
+    that would cross either cap is written. `cache` (blob id ->
     SHA-256, as the changes check fills it) spares hashing the blobs it knows,
     and learns the others.
     """
     repo = Git(repo_path, timeout_s=timeout_s, error=SnapshotError)
-    writer = _Writer(dest, max_bytes)
+    writer = _Writer(dest, max_bytes, max_files)
     if head_commit is None:
         _copy_worktree(repo, writer)
         commit = None
@@ -158,6 +161,8 @@ def _copy_commit(repo: Git, commit: str, writer: _Writer, cache: BlobDigestCache
         mode, kind, oid = meta.decode("ascii").split(" ")
         rel = os.fsdecode(raw_path)
         listed[rel] = oid
+        if kind == "blob":
+            writer.count()  # before any file is written: the listing alone can be too long
         if kind != "blob":
             writer.skip(rel, f"{kind} entry (submodule), not copied")
         elif (reason := unsafe_reason(rel)) is not None:
@@ -239,6 +244,7 @@ def _copy_worktree(repo: Git, writer: _Writer) -> None:
             continue  # a tracked file deleted in the working tree is not part of the state
         except OSError as exc:
             raise SnapshotError(f"cannot read {rel!r} in {str(root)!r}: {exc}") from None
+        writer.count()  # before this one is read or written
         if stat.S_ISLNK(info.st_mode):
             target = os.readlink(source)
             writer.entries[rel] = worktree_state(_MODE_LINK, target)
@@ -283,10 +289,14 @@ def _write_all(fd: int, data: bytes) -> None:
 class _Writer:
     """Creates the copy under `dest`; links are made last, then checked in place."""
 
-    def __init__(self, dest: Path, max_bytes: int | None = None) -> None:
+    def __init__(
+        self, dest: Path, max_bytes: int | None = None, max_files: int | None = None
+    ) -> None:
         dest.mkdir(parents=True, exist_ok=True)
         self.dest = dest.resolve()
         self.max_bytes = max_bytes
+        self.max_files = max_files
+        self.listed = 0  # entries of the listing counted against `max_files`
         self.files = 0
         self.bytes = 0
         self.digests: dict[str, str] = {}
@@ -297,6 +307,21 @@ class _Writer:
 
     def skip(self, rel: str, reason: str) -> None:
         self.skipped.append(SkippedPath(rel, reason))
+
+    def count(self) -> None:
+        """Count one more entry of the listing; raise once there are more than `max_files`.
+
+        Counted as the listing is read, so nothing past the cap is written: in
+        commit mode the whole listing before the first file, in worktree mode
+        each path before it is opened. A file or link left out later still
+        counts.
+        """
+        self.listed += 1
+        if self.max_files is not None and self.listed > self.max_files:
+            raise SnapshotError(
+                f"the head state holds more than {self.max_files} files "
+                "(max_snapshot_files); not copied for the tests"
+            )
 
     def _over(self) -> SnapshotError:
         return SnapshotError(

@@ -7,7 +7,9 @@
    ``python`` or ``venv``), else the verifier's own.
 2. Decide the sandbox from `Config.network_isolation`: ``auto`` uses it when
    it works here, ``required`` fails the check as an error when it does not
-   (`tests.isolation_unavailable`), ``off`` never uses it.
+   (`tests.isolation_unavailable`), ``off`` never uses it. A run that passed
+   with no sandbox under ``auto`` is an error (`tests.unsandboxed`); under
+   ``off``, the operator's choice, it passes with a note.
 3. Make a temporary directory holding ``work/`` (the copy), ``home/``, ``tmp/``
    and our result files (pytest's JUnit report, unittest's counts), which lie
    outside ``work/``; it is removed afterwards.
@@ -59,6 +61,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from verifier import results, runner, tampering
 from verifier._git import Git
@@ -183,7 +186,11 @@ def check(
 
         try:
             snapshot = materialize(
-                repo_path, head_commit, work, max_bytes=config.max_snapshot_bytes
+                repo_path,
+                head_commit,
+                work,
+                max_bytes=config.max_snapshot_bytes,
+                max_files=config.max_snapshot_files,
             )
         except SnapshotError as exc:
             return _error(started, "tests.snapshot_failed", str(exc), mode=mode)
@@ -259,6 +266,17 @@ def check(
             counts = run.counts
     findings = _judge(outcome, timeout_s, kind, is_pytest, counts, report_problem, agreement)
     details = _details(outcome, mode, snapshot, counts, read)
+    if not findings and outcome.sandbox == "none" and config.network_isolation == "auto":
+        # A pass proved nothing about code that could read and write the whole host;
+        # a failure stays a failure.
+        return _timed(
+            CheckResult(
+                NAME, CheckStatus.ERROR, (_unsandboxed(outcome),), details, notes=infra_notes
+            ),
+            started,
+        )
+    if outcome.sandbox == "none" and config.network_isolation == "off":
+        infra_notes = (*infra_notes, 'network_isolation = "off": nothing was isolated')
     if not findings and kind == "uncounted":
         # Exit 0 from a runner we cannot count proves nothing ran ("Ran 0 tests"
         # exits 0 too): the question stays open rather than passing.
@@ -322,8 +340,12 @@ def _hidden_paths(repo_path: Path, config: Config, keep: Sequence[Path]) -> list
     if config.source is not None:
         candidates.append(config.source.resolve())
     scheme, _, rest = config.database_url.partition(":///")
-    if scheme.split("+")[0] == "sqlite" and rest and not rest.startswith(":memory:"):
-        database = Path(rest.split("?")[0]).resolve()  # relative: to our working folder
+    db_name = rest.split("?")[0]
+    if db_name.startswith("file:"):  # SQLite's URI form (`?uri=true`): file:/a, file:///a, file:a
+        db_name = unquote(db_name.removeprefix("file:"))
+        db_name = "/" + db_name[2:].partition("/")[2] if db_name.startswith("//") else db_name
+    if scheme.split("+")[0] == "sqlite" and db_name and not db_name.startswith(":memory:"):
+        database = Path(db_name).resolve()  # relative: to our working folder
         candidates += [database, Path(f"{database}-wal"), Path(f"{database}-shm")]
     candidates += [Path.home() / name for name in CREDENTIALS]
     needed = [
@@ -640,6 +662,20 @@ def _judge(
             )
         ]
     return []
+
+
+def _unsandboxed(outcome: RunOutcome) -> Finding:
+    """Why a run under ``auto`` ended with no sandbox: the runner's notes, else none installed."""
+    why = [n for n in outcome.notes if n != "the command ran without a sandbox"]
+    reasons = "; ".join(why) or "neither `bwrap` nor `unshare` is installed"
+    return Finding(
+        "tests.unsandboxed",
+        f"the tests passed, but ran with no sandbox ({reasons}): the code under test could "
+        "read and write the host, so the pass proves nothing; install bubblewrap, or set "
+        'network_isolation = "off" to accept unisolated runs',
+        expected="a run in the bwrap or unshare sandbox",
+        found="no sandbox",
+    )
 
 
 def _none_ran(message: str) -> Finding:
