@@ -134,19 +134,12 @@ def submit(
     raw = _within(raw, max_report_bytes)
     if isinstance(raw, Oversized):
         exc = raw.error()
-        store.reject(
-            raw.head,
-            source=source,
-            field=exc.field,
-            problem=exc.problem,
-            sha256=raw.sha256,
-            size=raw.size,
-        )
+        _keep(store, raw, source, exc)
         raise exc
     try:
         report = parse_report(raw)
     except InvalidReport as exc:
-        store.reject(raw, source=source, field=exc.field, problem=exc.problem)
+        _keep(store, raw, source, exc)
         raise
     return store.ingest(report)
 
@@ -275,21 +268,26 @@ def _reject(db: _Database | None, raw: bytes | Oversized, source: str, exc: Inva
         return
     try:
         store = db.store()
-        if store is None:
-            return
-        if isinstance(raw, Oversized):
-            store.reject(
-                raw.head,
-                source=source,
-                field=exc.field,
-                problem=exc.problem,
-                sha256=raw.sha256,
-                size=raw.size,
-            )
-        else:
-            store.reject(raw, source=source, field=exc.field, problem=exc.problem)
+        if store is not None:
+            _keep(store, raw, source, exc)
     except InfrastructureError:
         pass
+
+
+def _keep(store: Store, raw: bytes | Oversized, source: str, exc: InvalidReport) -> None:
+    """Keep what could not be read: the bytes, or of an oversized report its first
+    bytes, the hash and the size of the whole."""
+    if isinstance(raw, Oversized):
+        store.reject(
+            raw.head,
+            source=source,
+            field=exc.field,
+            problem=exc.problem,
+            sha256=raw.sha256,
+            size=raw.size,
+        )
+    else:
+        store.reject(raw, source=source, field=exc.field, problem=exc.problem)
 
 
 class _Database:
