@@ -18,6 +18,10 @@
    (`tests.snapshot_failed` when that cannot be done). In worktree mode the
    copy must hold, file for file, the bytes the changes check hashed
    (`tests.head_moved` otherwise: the tree changed while it was verified).
+   Then, unless the repository turned it off, the files that decide how the
+   tests run (pytest's configuration, every ``conftest.py``, the
+   ``test_paths``) are put back as they are at the base (`verifier.testinfra`;
+   `tests.base_infra_failed` when they cannot be read), each a note.
 5. Decide how the results are read (docs/runners.md): the repository's
    ``results`` (``{ junit = [globs] }`` or ``"exit-code"``), else by the command.
    pytest runs through our entry (`verifier._pytest_entry`) with the same
@@ -42,6 +46,9 @@
    agree (`tests.results_disagree`). A run whose tests are not counted is an
    error (`tests.uncounted`), never a pass, unless the repository opted in to
    ``results = "exit-code"``.
+8. After a run that would pass, scan the files the session changed for code
+   that reaches into the test machinery (`verifier.tampering`): a hit is
+   `tests.tampering_suspected`, inconclusive, for a person to judge.
 
 Nothing is ever run in the user's repository, and the repository is not
 modified (see `verifier.snapshot`). The codes are listed in docs/findings.md.
