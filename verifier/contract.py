@@ -251,10 +251,13 @@ class Report:
             if self._trajectory is None:
                 from verifier.trajectory import load_trajectory
 
+                contents = self.doc.trajectory.contents
                 try:
-                    self._trajectory = load_trajectory(self.doc.trajectory.contents)
+                    self._trajectory = load_trajectory(contents, release=True)
                 except InvalidReport as exc:
                     self._trajectory = exc
+                finally:
+                    contents.clear()  # loaded once: the SDK objects replace the raw ones
             if isinstance(self._trajectory, InvalidReport):
                 raise self._trajectory
             return self._trajectory
