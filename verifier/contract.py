@@ -185,6 +185,12 @@ class AgentTests(_Model):
 
 
 class TrajectoryDoc(_Model):
+    """`contents` is emptied once `Report.trajectory` has loaded it (or failed to).
+
+    Why: the SDK's objects replace the raw turns, and keeping both made a dense
+    report cost 37 times its size. The raw bytes still hold them as written.
+    """
+
     format: Literal["gemini-contents"]
     contents: Objects
 
