@@ -184,13 +184,11 @@ class AgentTests(_Model):
     summary: str | None = None
 
 
+# `contents` is emptied once `Report.trajectory` has loaded it (or failed to): the
+# SDK's objects replace the raw turns, and keeping both made a dense report cost
+# 37 times its size. The raw bytes still hold them as written. (A comment, not a
+# docstring: docstrings become descriptions in the published schema.)
 class TrajectoryDoc(_Model):
-    """`contents` is emptied once `Report.trajectory` has loaded it (or failed to).
-
-    Why: the SDK's objects replace the raw turns, and keeping both made a dense
-    report cost 37 times its size. The raw bytes still hold them as written.
-    """
-
     format: Literal["gemini-contents"]
     contents: Objects
 
