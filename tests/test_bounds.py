@@ -17,8 +17,9 @@ from gitrepo import GitRepo
 from sessions import config_toml, fixed_session, to_bytes
 from store.report_factory import report_dict
 
+from tests.benchmarks.report_load import build
 from verifier.config import Config
-from verifier.contract import Limits, parse_document
+from verifier.contract import Limits, parse_document, parse_report
 from verifier.errors import InvalidReport
 from verifier.findings import CheckResult, Finding, cap_findings
 from verifier.pipeline import KEPT_BYTES, Oversized, read_report, submit, verify_report
@@ -232,6 +233,44 @@ def test_an_honest_dense_report_parses_under_twenty_times_its_size() -> None:
     peak, error = _parse_peak(raw)
     assert error is None
     assert peak < 20 * len(raw), f"{peak} bytes for a {len(raw)} byte report"
+
+
+def _load_peak(raw: bytes) -> int:
+    """Peak Python memory `parse_report` allocates for `raw`, trajectory included.
+
+    A first parse outside the measure imports the SDK and fills the caches
+    (validators, field maps), which are paid once per process, not per report.
+    """
+    parse_report(raw)
+    tracemalloc.start()
+    try:
+        start, _ = tracemalloc.get_traced_memory()
+        report = parse_report(raw)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert report.trajectory.calls
+    return peak - start
+
+
+def test_an_honest_report_loads_with_its_trajectory_under_twenty_times_its_size() -> None:
+    # The benchmark's report: 1,000 calls of file text, searches, edits and
+    # command output, 1.7 MB; about 5 times its size.
+    raw = build(1_000)
+    peak = _load_peak(raw)
+    assert peak < 20 * len(raw), f"{peak} bytes for a {len(raw)} byte report"
+
+
+def test_a_dense_trajectory_does_not_keep_its_raw_turns_beside_the_sdk_objects() -> None:
+    # 20,000 calls of 90 bytes: the SDK's objects alone cost about 20 times
+    # that (a `Part` holds 20 fields); with the raw JSON of every turn kept
+    # beside them, loading cost 37 times the size, now about 26.
+    call = (
+        '{"role":"model","parts":[{"functionCall":{"name":"read_file","args":{"path":"calc.py"}}}]}'
+    )
+    raw = _with_items("contents", call, 20_000)
+    peak = _load_peak(raw)
+    assert peak < 30 * len(raw), f"{peak} bytes for a {len(raw)} byte report"
 
 
 # --- findings, per code ------------------------------------------------------------------

@@ -281,6 +281,27 @@ def test_a_content_that_is_not_an_object_names_the_index() -> None:
     assert info.value.field == "trajectory.contents.1"
 
 
+def test_released_turns_load_the_same_and_leave_no_raw_turn_behind() -> None:
+    turns = [
+        _call_turn(thought_signature="AQJzaWf+/wA=", future=1),
+        {"role": "user", "parts": [{"functionResponse": {"name": "read_file", "response": {}}}]},
+        {"role": "model", "parts": [{"text": "done"}]},
+    ]
+    kept = load_trajectory(copy.deepcopy(turns))
+    owned = copy.deepcopy(turns)
+    released = load_trajectory(owned, release=True)
+    assert released == kept
+    assert owned == [None, None, None]
+
+
+def test_released_turns_report_errors_as_kept_ones_do() -> None:
+    turns: list[Any] = [{"role": "user", "parts": []}, "oops", {"role": "user", "parts": []}]
+    with pytest.raises(InvalidReport) as info:
+        load_trajectory(turns, release=True)
+    assert info.value.field == "trajectory.contents.1"
+    assert turns[:2] == [None, None]  # released up to the turn that failed
+
+
 # -- the collector paused while loading ------------------------------------------
 
 

@@ -184,6 +184,10 @@ class AgentTests(_Model):
     summary: str | None = None
 
 
+# `contents` is emptied once `Report.trajectory` has loaded it (or failed to): the
+# SDK's objects replace the raw turns, and keeping both made a dense report cost
+# 37 times its size. The raw bytes still hold them as written. (A comment, not a
+# docstring: docstrings become descriptions in the published schema.)
 class TrajectoryDoc(_Model):
     format: Literal["gemini-contents"]
     contents: Objects
@@ -251,10 +255,13 @@ class Report:
             if self._trajectory is None:
                 from verifier.trajectory import load_trajectory
 
+                contents = self.doc.trajectory.contents
                 try:
-                    self._trajectory = load_trajectory(self.doc.trajectory.contents)
+                    self._trajectory = load_trajectory(contents, release=True)
                 except InvalidReport as exc:
                     self._trajectory = exc
+                finally:
+                    contents.clear()  # loaded once: the SDK objects replace the raw ones
             if isinstance(self._trajectory, InvalidReport):
                 raise self._trajectory
             return self._trajectory
