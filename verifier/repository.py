@@ -30,6 +30,7 @@ import re
 import string
 import subprocess
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
@@ -268,13 +269,66 @@ def _work_tree(git: Git, path: Path) -> Path:
     return root
 
 
+def resolve_commits(git: Git, *revs: str | None) -> list[str | None]:
+    """For each of `revs`, the full hash of the one commit whose hash starts with it.
+
+    None where there is no such commit, or several, or the rev is None. Only
+    object names are considered: a branch or tag named like a hash is not the
+    commit that hash names. A full-length hash is checked as it is; a shorter
+    one is expanded by ``rev-parse --disambiguate``; then one
+    ``cat-file --batch-check`` tells the kind of every candidate.
+    """
+    candidates: list[list[str]] = []
+    for rev in revs:
+        prefix = (rev or "").lower()
+        if not 4 <= len(prefix) <= 64 or prefix.strip(string.hexdigits):
+            candidates.append([])
+        elif is_object_id(prefix):
+            candidates.append([prefix])
+        else:
+            done = git.call("rev-parse", f"--disambiguate={prefix}")
+            names = done.stdout.decode("ascii", "replace").split()
+            candidates.append(names if done.returncode == 0 else [])
+    asked = [name for names in candidates for name in names]
+    if not asked:
+        return [None] * len(revs)
+    kinds = git.run(
+        "cat-file", "--batch-check=%(objectname) %(objecttype)",
+        stdin="".join(f"{name}\n" for name in asked).encode("ascii"),
+    ).decode("ascii", "replace").splitlines()  # fmt: skip
+    # An answer counts only for the very name asked: not for a ref that name resolved to.
+    commits = {name for name, line in zip(asked, kinds, strict=True) if line == f"{name} commit"}
+    resolved: list[str | None] = []
+    for names in candidates:
+        found = [name for name in names if name in commits]
+        resolved.append(found[0] if len(found) == 1 else None)
+    return resolved
+
+
 class Repository:
     """A repository we read and never write."""
 
-    def __init__(self, path: Path, *, timeout_s: float = GIT_TIMEOUT_S) -> None:
+    def __init__(
+        self, path: Path, *, timeout_s: float = GIT_TIMEOUT_S, resolve: Sequence[str | None] = ()
+    ) -> None:
+        """Open the work tree at `path`; with `resolve`, resolve those revs at the same time.
+
+        The commits (`resolve_commits`) are resolved by a git run beside the
+        ``rev-parse`` that tells what `path` is, both with ``cwd`` `path`: the
+        answer is kept only once `path` is known to be the work tree's root, and
+        a failure of the resolution is raised by `resolve_commits`, as if run then.
+        """
         if not path.is_dir():
             raise InfrastructureError(f"repository {str(path)!r} does not exist")
-        self.root = _work_tree(Git(path, timeout_s=timeout_s), path)
+        git = Git(path, timeout_s=timeout_s)
+        self._resolved: tuple[tuple[str | None, ...], Future[list[str | None]]] | None = None
+        if resolve:
+            with ThreadPoolExecutor(1, thread_name_prefix="resolve") as pool:
+                resolving = pool.submit(resolve_commits, git, *resolve)
+                self.root = _work_tree(git, path)  # raised first: the resolution is not asked
+            self._resolved = (tuple(resolve), resolving)
+        else:
+            self.root = _work_tree(git, path)
         self._git = Git(self.root, timeout_s=timeout_s)
         # SHA-256 of the regular files `changed_in_worktree` read, so none is read twice:
         # of the bytes git would store (end-of-line attributes applied), as claims are.
@@ -307,41 +361,13 @@ class Repository:
         return self.resolve_commits(rev)[0]
 
     def resolve_commits(self, *revs: str | None) -> list[str | None]:
-        """For each of `revs`, the full hash of the one commit whose hash starts with it.
+        """For each of `revs`, the full hash of the one commit it names (`resolve_commits`).
 
-        None where there is no such commit, or several, or the rev is None. Only
-        object names are considered: a branch or tag named like a hash is not the
-        commit that hash names. A full-length hash is checked as it is; a shorter
-        one is expanded by ``rev-parse --disambiguate``; then one
-        ``cat-file --batch-check`` tells the kind of every candidate.
+        Answered from the resolution `__init__` started when it was given these revs.
         """
-        candidates: list[list[str]] = []
-        for rev in revs:
-            prefix = (rev or "").lower()
-            if not 4 <= len(prefix) <= 64 or prefix.strip(string.hexdigits):
-                candidates.append([])
-            elif is_object_id(prefix):
-                candidates.append([prefix])
-            else:
-                done = self._call("rev-parse", f"--disambiguate={prefix}")
-                names = done.stdout.decode("ascii", "replace").split()
-                candidates.append(names if done.returncode == 0 else [])
-        asked = [name for names in candidates for name in names]
-        if not asked:
-            return [None] * len(revs)
-        kinds = self._run(
-            "cat-file", "--batch-check=%(objectname) %(objecttype)",
-            stdin="".join(f"{name}\n" for name in asked).encode("ascii"),
-        ).decode("ascii", "replace").splitlines()  # fmt: skip
-        # An answer counts only for the very name asked: not for a ref that name resolved to.
-        commits = {
-            name for name, line in zip(asked, kinds, strict=True) if line == f"{name} commit"
-        }
-        resolved: list[str | None] = []
-        for names in candidates:
-            found = [name for name in names if name in commits]
-            resolved.append(found[0] if len(found) == 1 else None)
-        return resolved
+        if self._resolved is not None and self._resolved[0] == revs:
+            return self._resolved[1].result()
+        return resolve_commits(self._git, *revs)
 
     @property
     def history(self) -> History:
