@@ -70,23 +70,33 @@ def changed_between(base: Mapping[str, TreeEntry], head: Mapping[str, TreeEntry]
 
 
 _TREE_RECORD = re.compile(rb"([0-7]+) ([a-z]+) ([0-9a-f]+)\t([^\0]*)\0")
+_TREE_RECORD_TEXT = re.compile(r"([0-7]+) ([a-z]+) ([0-9a-f]+)\t([^\0]*)\0")
 
 
 def _parse_tree(listing: bytes) -> tuple[dict[str, TreeEntry], list[tuple[str, str]]]:
     """``git ls-tree -r -t -z`` output as path -> entry, and the (path, id) of each folder.
 
-    One regex pass: 1,000s of entries.
+    One regex pass: 1,000s of entries. A listing that is UTF-8 throughout (almost
+    all) is decoded once: each path then reads as `_decode` would read it alone.
     """
-    records = _TREE_RECORD.findall(listing)
+    try:
+        text = listing.decode("utf-8")
+    except UnicodeDecodeError:
+        records = [
+            (mode.decode("ascii"), kind.decode("ascii"), sha.decode("ascii"), _decode(path))
+            for mode, kind, sha, path in _TREE_RECORD.findall(listing)
+        ]
+    else:
+        records = _TREE_RECORD_TEXT.findall(text)
     if len(records) != listing.count(b"\0"):  # never skip an entry we could not read
         raise InfrastructureError("git ls-tree: output in an unexpected format")
     entries: dict[str, TreeEntry] = {}
     folders: list[tuple[str, str]] = []
     for mode, kind, sha, path in records:
-        if kind == b"tree":
-            folders.append((_decode(path), sha.decode("ascii")))
+        if kind == "tree":
+            folders.append((path, sha))
         else:
-            entries[_decode(path)] = TreeEntry(mode.decode("ascii"), sha.decode("ascii"))
+            entries[path] = TreeEntry(mode, sha)
     return entries, folders
 
 
