@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import os
 import re
+import select
 import signal
 import subprocess
 import tempfile
@@ -157,6 +159,37 @@ def remember_digests(cache: BlobDigestCache | None, digests: Mapping[str, str]) 
         cache.put_many(kept)
 
 
+class _Process(subprocess.Popen[bytes]):
+    """A git process whose timed wait sleeps until git exits, not in steps.
+
+    Popen's timed wait (``communicate`` with a timeout ends in one) polls with
+    sleeps of 1 ms, 2 ms...; git closes its output a moment before it exits,
+    so each command would lose a millisecond or more. A pidfd is readable the
+    moment the process exits: one ``poll`` on it, under the same timeout.
+    """
+
+    def wait(self, timeout: float | None = None) -> int:
+        if timeout is not None and self.returncode is None:
+            _await_exit(self, timeout)
+        return super().wait(timeout)
+
+
+def _await_exit(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """Return when `proc` has exited (not yet reaped); raise ``TimeoutExpired`` after `timeout`."""
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        return  # no pidfd here: Popen's own polling does the waiting
+    try:
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        exited = poller.poll(max(0, math.ceil(timeout * 1000)))
+    finally:
+        os.close(pidfd)
+    if not exited:
+        raise subprocess.TimeoutExpired(proc.args, timeout)
+
+
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     """Kill git and whatever it started (its process group), if git still runs."""
     if proc.poll() is None:
@@ -204,7 +237,7 @@ class Git:
         self, args: Sequence[str], stdin: _Stream, stdout: _Stream, stderr: _Stream
     ) -> subprocess.Popen[bytes]:
         try:
-            return subprocess.Popen(
+            return _Process(
                 ["git", *SAFE_CONFIG, *args],
                 cwd=self.cwd,
                 env=self.env,
