@@ -57,6 +57,8 @@ CHUNK = 1 << 20
 #: `Git.blob_sha256s` splits at least this many blobs between this many processes.
 BATCH_SPLIT_MIN = 64
 BATCH_PROCESSES = 2
+#: `CatFile.read_objects` writes this many names at a time (well under 4 KiB).
+ASK_CHUNK = 40
 _OBJECT_ID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _ID_LENGTHS = frozenset((40, 64))
@@ -319,6 +321,10 @@ class Git:
         """A ``git cat-file --batch`` that will give the blobs `ids`, in that order."""
         return CatFile(self, ids)
 
+    def object_reader(self) -> CatFile:
+        """A ``git cat-file --batch`` asked in rounds (`CatFile.read_objects`): a walk of trees."""
+        return CatFile(self, None)
+
     def read_objects(self, requests: Sequence[tuple[str, str]]) -> list[tuple[str, bytes]]:
         """Each requested object's id and raw bytes, in one ``git cat-file --batch``.
 
@@ -396,20 +402,29 @@ class CatFile:
     then `stream` (or `read`) once. Leaving early stops git.
     """
 
-    def __init__(self, git: Git, ids: Sequence[str]) -> None:
+    def __init__(self, git: Git, ids: Sequence[str] | None) -> None:
+        """`ids` None: git waits for the names `ask` gives it, round after round."""
         self.git = git
         self.last_id = ""  # the object id of the last header read
         self._errors = tempfile.TemporaryFile()  # noqa: SIM115 (closed by `close`)
         try:
-            with tempfile.TemporaryFile() as request:
-                request.write("".join(f"{oid}\n" for oid in ids).encode("ascii"))
-                request.seek(0)
+            if ids is None:
                 self._proc = git._spawn(
                     ("cat-file", "--batch"),
-                    stdin=request,
+                    stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=self._errors,
                 )
+            else:
+                with tempfile.TemporaryFile() as request:
+                    request.write("".join(f"{oid}\n" for oid in ids).encode("ascii"))
+                    request.seek(0)
+                    self._proc = git._spawn(
+                        ("cat-file", "--batch"),
+                        stdin=request,
+                        stdout=subprocess.PIPE,
+                        stderr=self._errors,
+                    )
         except BaseException:
             self._errors.close()
             raise
@@ -429,7 +444,32 @@ class CatFile:
         self._watchdog.kill()  # done reading, or stopped early: git must stop too
         self._proc.wait()
         self._out.close()
+        if self._proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self._proc.stdin.close()
         self._errors.close()
+
+    def read_objects(self, requests: Sequence[tuple[str, str]]) -> list[tuple[str, bytes]]:
+        """`Git.read_objects` asked of this git, which `ids` None left waiting.
+
+        The names go ``ASK_CHUNK`` at a time, each chunk's records read before
+        the next is written: a chunk fits a pipe's buffer, so neither side
+        waits on the other whatever the records' sizes.
+        """
+        stdin = self._proc.stdin
+        assert stdin is not None, "a CatFile given its ids reads no more"
+        found: list[tuple[str, bytes]] = []
+        for at in range(0, len(requests), ASK_CHUNK):
+            chunk = requests[at : at + ASK_CHUNK]
+            try:
+                stdin.write("".join(f"{name}\n" for name, _ in chunk).encode("ascii"))
+                stdin.flush()
+            except (BrokenPipeError, ValueError):
+                raise self._broken("git stopped reading its requests") from None
+            for name, kind in chunk:
+                self.header(name, kind)
+                found.append((self.last_id, self.read(name)))
+        return found
 
     def header(self, oid: str, kind: str = "blob") -> int:
         """The size of the next record, which must be the object `oid`, of `kind`.

@@ -29,12 +29,13 @@ import os
 import re
 import string
 import subprocess
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
-from verifier._git import GIT_TIMEOUT_S, BlobDigestCache, Git, is_object_id
+from verifier._git import GIT_TIMEOUT_S, BlobDigestCache, CatFile, Git, is_object_id
 from verifier.errors import InfrastructureError
 from verifier.paths import (
     EOL_AUTO,
@@ -98,6 +99,39 @@ def _parse_tree(listing: bytes) -> tuple[dict[str, TreeEntry], list[tuple[str, s
         else:
             entries[path] = TreeEntry(mode, sha)
     return entries, folders
+
+
+_TREE_ENTRY = {n: re.compile(rb"([0-7]*) ([^\0]+)\0(.{%d})" % n, re.DOTALL) for n in (20, 32)}
+_S_IFMT, _S_IFDIR, _S_IFREG, _S_IFLNK = 0o170000, 0o040000, 0o100000, 0o120000
+
+
+def _tree_records(raw: bytes, oid: str) -> list[tuple[int, bytes, str]]:
+    """The entries of one raw tree as git reads them: (canonical mode, name, object id).
+
+    git's ``decode_tree_entry``: octal digits up to a space, a name that is not
+    empty up to a NUL, the id; a tree it cannot read that way is one it refuses
+    to list, and so do we. The mode is made canonical as git's ``canon_mode``
+    does (``100664`` is read as ``100644``, anything unknown as a gitlink).
+    """
+    records: list[tuple[int, bytes, str]] = []
+    pos = 0
+    for match in _TREE_ENTRY[len(oid) // 2].finditer(raw):
+        if match.start() != pos:
+            break
+        pos = match.end()
+        digits, name, entry_id = match.groups()
+        mode = int(digits or b"0", 8) & 0xFFFFFFFF
+        kind = mode & _S_IFMT
+        if kind == _S_IFREG:
+            mode = 0o100755 if mode & 0o100 else 0o100644
+        elif kind in (_S_IFLNK, _S_IFDIR):
+            mode = kind
+        else:
+            mode = 0o160000
+        records.append((mode, name, entry_id.hex()))
+    if pos != len(raw):
+        raise InfrastructureError(f"git: tree {oid} is corrupt: it cannot be read as a tree")
+    return records
 
 
 class ObjectProblem(NamedTuple):
@@ -350,6 +384,9 @@ class Repository:
         self.folders: dict[str, list[tuple[str, str]]] = {}
         # The commits base..head that `trees` listed when given `since`.
         self.chain: list[str] = []
+        # What `trees` read with `since`, for `object_problems`: by head commit, the
+        # (id, raw) of each commit of `chain` and head, and the raw trees by id, root first.
+        self._objects: dict[str, tuple[list[tuple[str, bytes]], dict[str, bytes]]] = {}
 
     def close(self) -> None:
         """Nothing is held open between git commands; kept for ``with``."""
@@ -393,49 +430,122 @@ class Repository:
 
         The folders each listing names are kept (`folders`) for `object_problems`;
         with `since`, so are the commits ``since..<last commit>`` (`chain`),
-        listed by a ``git rev-list`` run beside them.
+        listed by a ``git rev-list`` run beside them. With `since`, the last
+        commit's trees are read by a ``git cat-file --batch`` instead, beside
+        the others (`_walk_tree`), and kept with its commits' objects: the
+        checks of `object_problems` then read nothing again.
         """
+        listed = commits if since is None else commits[:-1]
         commands: list[tuple[str, ...]] = [
-            ("ls-tree", "-r", "-t", "-z", "--full-tree", c) for c in commits
+            ("ls-tree", "-r", "-t", "-z", "--full-tree", c) for c in listed
         ]
-        if since is not None:
-            commands.append(("rev-list", "--end-of-options", commits[-1], f"^{since}"))
-        outs = self._git.run_many(*commands)
-        if since is not None:
-            self.chain = outs.pop().decode("ascii", "replace").split()
+        if since is None:
+            outs = self._git.run_many(*commands)
+        else:
+            head = commits[-1]
+            commands.append(("rev-list", "--end-of-options", head, f"^{since}"))
+            with (
+                ThreadPoolExecutor(1, thread_name_prefix="ls-tree") as pool,
+                self._git.object_reader() as reader,
+            ):
+                listing = pool.submit(self._git.run_many, *commands)
+                head_entries, head_folders, raws = self._walk_tree(reader, head)
+                outs = listing.result()
+                self.chain = outs.pop().decode("ascii", "replace").split()
+                wanted = [(c, "commit") for c in dict.fromkeys([*self.chain, head])]
+                self._objects[head] = (reader.read_objects(wanted), raws)
         parsed = [_parse_tree(out) for out in outs]
+        if since is not None:
+            parsed.append((head_entries, head_folders))
         for commit, (_, folders) in zip(commits, parsed, strict=True):
             self.folders[commit] = folders
         return [entries for entries, _ in parsed]
+
+    def _walk_tree(
+        self, reader: CatFile, head: str
+    ) -> tuple[dict[str, TreeEntry], list[tuple[str, str]], dict[str, bytes]]:
+        """`head`'s tree as ``git ls-tree -r -t`` lists it, from its raw trees; and those.
+
+        The trees are read level by level from `reader`, each distinct tree
+        once, then listed depth first in each tree's order, as ls-tree does: a
+        path listed twice keeps its last entry. The listing stops at the git
+        timeout, as ls-tree would be stopped (a few trees can name each other
+        into an exponential listing).
+        """
+        deadline = time.monotonic() + self._git.timeout_s
+        ((root, raw),) = reader.read_objects([(f"{head}^{{tree}}", "tree")])
+        raws = {root: raw}
+        parsed: dict[str, list[tuple[int, bytes, str]]] = {}
+        level = [root]
+        while level:
+            wanted: dict[str, None] = {}
+            for oid in level:
+                parsed[oid] = _tree_records(raws[oid], oid)
+                wanted.update(
+                    (sub, None)
+                    for mode, _, sub in parsed[oid]
+                    if mode == _S_IFDIR and sub not in raws
+                )
+            level = list(wanted)
+            raws.update(reader.read_objects([(oid, "tree") for oid in level]))
+        entries: dict[str, TreeEntry] = {}
+        folders: list[tuple[str, str]] = []
+        stack: list[tuple[bytes, Iterator[tuple[int, bytes, str]]]] = [(b"", iter(parsed[root]))]
+        listed = 0
+        while stack:
+            prefix, todo = stack[-1]
+            for mode, name, oid in todo:
+                path = prefix + name
+                listed += 1
+                if listed % 4096 == 0 and time.monotonic() > deadline:
+                    raise InfrastructureError(
+                        f"git ls-tree timed out after {self._git.timeout_s:g}s "
+                        f"in {str(self.root)!r}"
+                    )
+                if mode == _S_IFDIR:
+                    folders.append((_decode(path), oid))
+                    stack.append((path + b"/", iter(parsed[oid])))
+                    break
+                entries[_decode(path)] = TreeEntry(f"{mode:06o}", oid)
+            else:
+                stack.pop()
+        return entries, folders, raws
 
     def object_problems(self, head: str) -> list[ObjectProblem]:
         """What git's ``fsck --strict`` would flag in what the tests will run on.
 
         The commit objects of `chain` (``base..head``, as `trees` listed them
         with `since`) and `head`, and every tree of `head`: its root and each
-        folder `trees` listed. All are read by one ``git cat-file --batch`` and
-        checked by `commit_problems` and `tree_problems`, so the cost follows
-        the size of the head state, never the repository's whole object store.
-        The base's trees are not read: nothing of them is copied for the tests.
+        folder `trees` listed. All are read by one ``git cat-file --batch`` (the
+        one `trees` read them with, given `since`) and checked by
+        `commit_problems` and `tree_problems`, so the cost follows the size of
+        the head state, never the repository's whole object store. The base's
+        trees are not read: nothing of them is copied for the tests.
         """
-        commits = list(dict.fromkeys([*self.chain, head]))
         folders: dict[str, str] = {}
         for path, oid in self.folders.get(head, []):
             if is_object_id(oid):
                 folders.setdefault(oid, path)
-        requests = [(c, "commit") for c in commits] + [(f"{head}^{{tree}}", "tree")]
-        requests += [(oid, "tree") for oid in folders]
+        kept = self._objects.get(head)
+        if kept is None:
+            commits = list(dict.fromkeys([*self.chain, head]))
+            requests = [(c, "commit") for c in commits] + [(f"{head}^{{tree}}", "tree")]
+            requests += [(oid, "tree") for oid in folders]
+            objects = self._git.read_objects(requests)
+            read = objects[: len(commits)], objects[len(commits) :]
+        else:
+            commit_objects, raws = kept
+            root = next(iter(raws))  # `_walk_tree` reads the root first
+            trees = [(root, raws[root])] + [(oid, raws[oid]) for oid in folders if oid != root]
+            read = commit_objects, trees
         problems: list[ObjectProblem] = []
-        for (name, kind), (oid, raw) in zip(
-            requests, self._git.read_objects(requests), strict=True
-        ):
-            if kind == "commit":
-                problems += [ObjectProblem("commit", oid, oid, m) for m in commit_problems(raw)]
-            else:
-                path = folders.get(name, "")
-                problems += [
-                    ObjectProblem("tree", oid, path, m) for m in tree_problems(raw, len(oid) // 2)
-                ]
+        for oid, raw in read[0]:
+            problems += [ObjectProblem("commit", oid, oid, m) for m in commit_problems(raw)]
+        for at, (oid, raw) in enumerate(read[1]):
+            path = "" if at == 0 else folders[oid]
+            problems += [
+                ObjectProblem("tree", oid, path, m) for m in tree_problems(raw, len(oid) // 2)
+            ]
         return problems
 
     def blob_sha256s(
