@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import os
 import re
+import select
 import signal
 import subprocess
 import tempfile
@@ -55,8 +57,13 @@ CHUNK = 1 << 20
 #: `Git.blob_sha256s` splits at least this many blobs between this many processes.
 BATCH_SPLIT_MIN = 64
 BATCH_PROCESSES = 2
+#: `CatFile.read_objects` writes this many names at a time (well under 4 KiB).
+ASK_CHUNK = 40
 _OBJECT_ID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+_ID_LENGTHS = frozenset((40, 64))
+_SHA256_LENGTH = frozenset((64,))
+_HEX_LINES = b"0123456789abcdef\n"
 _Stream = int | IO[bytes]
 
 
@@ -111,19 +118,38 @@ class MemoryDigestCache:
         self.digests.update(digests)
 
 
+def _all_hex(texts: Collection[str], lengths: frozenset[int]) -> bool:
+    """Whether every one of `texts` is lowercase hex of one of `lengths` (ids, digests).
+
+    A few passes in C over the texts joined by newlines, for 1,000s of them:
+    nothing but hex and newlines, the newlines exactly the joins (so no text
+    holds one), and every length allowed.
+    """
+    joined = "\n".join(texts)
+    return (
+        joined.isascii()
+        and not joined.encode("ascii").translate(None, _HEX_LINES)
+        and joined.count("\n") == max(len(texts) - 1, 0)
+        and set(map(len, texts)) <= lengths
+    )
+
+
 def cached_digests(cache: BlobDigestCache | None, shas: Collection[str]) -> dict[str, str]:
-    """What `cache` knows of `shas`, keeping only well-formed ids and digests."""
+    """What `cache` knows of `shas`, keeping only well-formed ids and digests.
+
+    The common case, every id and digest well formed, is told by a few passes
+    in C (`_all_hex`) rather than one per id.
+    """
     if cache is None:
         return {}
-    asked = [sha for sha in shas if is_object_id(sha)]
+    asked = list(shas) if _all_hex(shas, _ID_LENGTHS) else [s for s in shas if is_object_id(s)]
     if not asked:
         return {}
     wanted = set(asked)
-    return {
-        sha: digest
-        for sha, digest in cache.get_many(asked).items()
-        if sha in wanted and _is_sha256(digest)
-    }
+    found = cache.get_many(asked)
+    if found.keys() <= wanted and _all_hex(found.values(), _SHA256_LENGTH):
+        return dict(found)
+    return {sha: digest for sha, digest in found.items() if sha in wanted and _is_sha256(digest)}
 
 
 def remember_digests(cache: BlobDigestCache | None, digests: Mapping[str, str]) -> None:
@@ -133,6 +159,37 @@ def remember_digests(cache: BlobDigestCache | None, digests: Mapping[str, str]) 
     kept = {sha: d for sha, d in digests.items() if is_object_id(sha)}
     if kept:
         cache.put_many(kept)
+
+
+class _Process(subprocess.Popen[bytes]):
+    """A git process whose timed wait sleeps until git exits, not in steps.
+
+    Popen's timed wait (``communicate`` with a timeout ends in one) polls with
+    sleeps of 1 ms, 2 ms...; git closes its output a moment before it exits,
+    so each command would lose a millisecond or more. A pidfd is readable the
+    moment the process exits: one ``poll`` on it, under the same timeout.
+    """
+
+    def wait(self, timeout: float | None = None) -> int:
+        if timeout is not None and self.returncode is None:
+            _await_exit(self, timeout)
+        return super().wait(timeout)
+
+
+def _await_exit(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """Return when `proc` has exited (not yet reaped); raise ``TimeoutExpired`` after `timeout`."""
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        return  # no pidfd here: Popen's own polling does the waiting
+    try:
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        exited = poller.poll(max(0, math.ceil(timeout * 1000)))
+    finally:
+        os.close(pidfd)
+    if not exited:
+        raise subprocess.TimeoutExpired(proc.args, timeout)
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -182,7 +239,7 @@ class Git:
         self, args: Sequence[str], stdin: _Stream, stdout: _Stream, stderr: _Stream
     ) -> subprocess.Popen[bytes]:
         try:
-            return subprocess.Popen(
+            return _Process(
                 ["git", *SAFE_CONFIG, *args],
                 cwd=self.cwd,
                 env=self.env,
@@ -264,6 +321,10 @@ class Git:
         """A ``git cat-file --batch`` that will give the blobs `ids`, in that order."""
         return CatFile(self, ids)
 
+    def object_reader(self) -> CatFile:
+        """A ``git cat-file --batch`` asked in rounds (`CatFile.read_objects`): a walk of trees."""
+        return CatFile(self, None)
+
     def read_objects(self, requests: Sequence[tuple[str, str]]) -> list[tuple[str, bytes]]:
         """Each requested object's id and raw bytes, in one ``git cat-file --batch``.
 
@@ -341,20 +402,29 @@ class CatFile:
     then `stream` (or `read`) once. Leaving early stops git.
     """
 
-    def __init__(self, git: Git, ids: Sequence[str]) -> None:
+    def __init__(self, git: Git, ids: Sequence[str] | None) -> None:
+        """`ids` None: git waits for the names `ask` gives it, round after round."""
         self.git = git
         self.last_id = ""  # the object id of the last header read
         self._errors = tempfile.TemporaryFile()  # noqa: SIM115 (closed by `close`)
         try:
-            with tempfile.TemporaryFile() as request:
-                request.write("".join(f"{oid}\n" for oid in ids).encode("ascii"))
-                request.seek(0)
+            if ids is None:
                 self._proc = git._spawn(
                     ("cat-file", "--batch"),
-                    stdin=request,
+                    stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=self._errors,
                 )
+            else:
+                with tempfile.TemporaryFile() as request:
+                    request.write("".join(f"{oid}\n" for oid in ids).encode("ascii"))
+                    request.seek(0)
+                    self._proc = git._spawn(
+                        ("cat-file", "--batch"),
+                        stdin=request,
+                        stdout=subprocess.PIPE,
+                        stderr=self._errors,
+                    )
         except BaseException:
             self._errors.close()
             raise
@@ -374,7 +444,32 @@ class CatFile:
         self._watchdog.kill()  # done reading, or stopped early: git must stop too
         self._proc.wait()
         self._out.close()
+        if self._proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self._proc.stdin.close()
         self._errors.close()
+
+    def read_objects(self, requests: Sequence[tuple[str, str]]) -> list[tuple[str, bytes]]:
+        """`Git.read_objects` asked of this git, which `ids` None left waiting.
+
+        The names go ``ASK_CHUNK`` at a time, each chunk's records read before
+        the next is written: a chunk fits a pipe's buffer, so neither side
+        waits on the other whatever the records' sizes.
+        """
+        stdin = self._proc.stdin
+        assert stdin is not None, "a CatFile given its ids reads no more"
+        found: list[tuple[str, bytes]] = []
+        for at in range(0, len(requests), ASK_CHUNK):
+            chunk = requests[at : at + ASK_CHUNK]
+            try:
+                stdin.write("".join(f"{name}\n" for name, _ in chunk).encode("ascii"))
+                stdin.flush()
+            except (BrokenPipeError, ValueError):
+                raise self._broken("git stopped reading its requests") from None
+            for name, kind in chunk:
+                self.header(name, kind)
+                found.append((self.last_id, self.read(name)))
+        return found
 
     def header(self, oid: str, kind: str = "blob") -> int:
         """The size of the next record, which must be the object `oid`, of `kind`.

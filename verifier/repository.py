@@ -29,11 +29,13 @@ import os
 import re
 import string
 import subprocess
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
-from verifier._git import GIT_TIMEOUT_S, BlobDigestCache, Git, is_object_id
+from verifier._git import GIT_TIMEOUT_S, BlobDigestCache, CatFile, Git, is_object_id
 from verifier.errors import InfrastructureError
 from verifier.paths import (
     EOL_AUTO,
@@ -69,24 +71,67 @@ def changed_between(base: Mapping[str, TreeEntry], head: Mapping[str, TreeEntry]
 
 
 _TREE_RECORD = re.compile(rb"([0-7]+) ([a-z]+) ([0-9a-f]+)\t([^\0]*)\0")
+_TREE_RECORD_TEXT = re.compile(r"([0-7]+) ([a-z]+) ([0-9a-f]+)\t([^\0]*)\0")
 
 
 def _parse_tree(listing: bytes) -> tuple[dict[str, TreeEntry], list[tuple[str, str]]]:
     """``git ls-tree -r -t -z`` output as path -> entry, and the (path, id) of each folder.
 
-    One regex pass: 1,000s of entries.
+    One regex pass: 1,000s of entries. A listing that is UTF-8 throughout (almost
+    all) is decoded once: each path then reads as `_decode` would read it alone.
     """
-    records = _TREE_RECORD.findall(listing)
+    try:
+        text = listing.decode("utf-8")
+    except UnicodeDecodeError:
+        records = [
+            (mode.decode("ascii"), kind.decode("ascii"), sha.decode("ascii"), _decode(path))
+            for mode, kind, sha, path in _TREE_RECORD.findall(listing)
+        ]
+    else:
+        records = _TREE_RECORD_TEXT.findall(text)
     if len(records) != listing.count(b"\0"):  # never skip an entry we could not read
         raise InfrastructureError("git ls-tree: output in an unexpected format")
     entries: dict[str, TreeEntry] = {}
     folders: list[tuple[str, str]] = []
     for mode, kind, sha, path in records:
-        if kind == b"tree":
-            folders.append((_decode(path), sha.decode("ascii")))
+        if kind == "tree":
+            folders.append((path, sha))
         else:
-            entries[_decode(path)] = TreeEntry(mode.decode("ascii"), sha.decode("ascii"))
+            entries[path] = TreeEntry(mode, sha)
     return entries, folders
+
+
+_TREE_ENTRY = {n: re.compile(rb"([0-7]*) ([^\0]+)\0(.{%d})" % n, re.DOTALL) for n in (20, 32)}
+_S_IFMT, _S_IFDIR, _S_IFREG, _S_IFLNK = 0o170000, 0o040000, 0o100000, 0o120000
+
+
+def _tree_records(raw: bytes, oid: str) -> list[tuple[int, bytes, str]]:
+    """The entries of one raw tree as git reads them: (canonical mode, name, object id).
+
+    git's ``decode_tree_entry``: octal digits up to a space, a name that is not
+    empty up to a NUL, the id; a tree it cannot read that way is one it refuses
+    to list, and so do we. The mode is made canonical as git's ``canon_mode``
+    does (``100664`` is read as ``100644``, anything unknown as a gitlink).
+    """
+    records: list[tuple[int, bytes, str]] = []
+    pos = 0
+    for match in _TREE_ENTRY[len(oid) // 2].finditer(raw):
+        if match.start() != pos:
+            break
+        pos = match.end()
+        digits, name, entry_id = match.groups()
+        mode = int(digits or b"0", 8) & 0xFFFFFFFF
+        kind = mode & _S_IFMT
+        if kind == _S_IFREG:
+            mode = 0o100755 if mode & 0o100 else 0o100644
+        elif kind in (_S_IFLNK, _S_IFDIR):
+            mode = kind
+        else:
+            mode = 0o160000
+        records.append((mode, name, entry_id.hex()))
+    if pos != len(raw):
+        raise InfrastructureError(f"git: tree {oid} is corrupt: it cannot be read as a tree")
+    return records
 
 
 class ObjectProblem(NamedTuple):
@@ -268,13 +313,66 @@ def _work_tree(git: Git, path: Path) -> Path:
     return root
 
 
+def resolve_commits(git: Git, *revs: str | None) -> list[str | None]:
+    """For each of `revs`, the full hash of the one commit whose hash starts with it.
+
+    None where there is no such commit, or several, or the rev is None. Only
+    object names are considered: a branch or tag named like a hash is not the
+    commit that hash names. A full-length hash is checked as it is; a shorter
+    one is expanded by ``rev-parse --disambiguate``; then one
+    ``cat-file --batch-check`` tells the kind of every candidate.
+    """
+    candidates: list[list[str]] = []
+    for rev in revs:
+        prefix = (rev or "").lower()
+        if not 4 <= len(prefix) <= 64 or prefix.strip(string.hexdigits):
+            candidates.append([])
+        elif is_object_id(prefix):
+            candidates.append([prefix])
+        else:
+            done = git.call("rev-parse", f"--disambiguate={prefix}")
+            names = done.stdout.decode("ascii", "replace").split()
+            candidates.append(names if done.returncode == 0 else [])
+    asked = [name for names in candidates for name in names]
+    if not asked:
+        return [None] * len(revs)
+    kinds = git.run(
+        "cat-file", "--batch-check=%(objectname) %(objecttype)",
+        stdin="".join(f"{name}\n" for name in asked).encode("ascii"),
+    ).decode("ascii", "replace").splitlines()  # fmt: skip
+    # An answer counts only for the very name asked: not for a ref that name resolved to.
+    commits = {name for name, line in zip(asked, kinds, strict=True) if line == f"{name} commit"}
+    resolved: list[str | None] = []
+    for names in candidates:
+        found = [name for name in names if name in commits]
+        resolved.append(found[0] if len(found) == 1 else None)
+    return resolved
+
+
 class Repository:
     """A repository we read and never write."""
 
-    def __init__(self, path: Path, *, timeout_s: float = GIT_TIMEOUT_S) -> None:
+    def __init__(
+        self, path: Path, *, timeout_s: float = GIT_TIMEOUT_S, resolve: Sequence[str | None] = ()
+    ) -> None:
+        """Open the work tree at `path`; with `resolve`, resolve those revs at the same time.
+
+        The commits (`resolve_commits`) are resolved by a git run beside the
+        ``rev-parse`` that tells what `path` is, both with ``cwd`` `path`: the
+        answer is kept only once `path` is known to be the work tree's root, and
+        a failure of the resolution is raised by `resolve_commits`, as if run then.
+        """
         if not path.is_dir():
             raise InfrastructureError(f"repository {str(path)!r} does not exist")
-        self.root = _work_tree(Git(path, timeout_s=timeout_s), path)
+        git = Git(path, timeout_s=timeout_s)
+        self._resolved: tuple[tuple[str | None, ...], Future[list[str | None]]] | None = None
+        if resolve:
+            with ThreadPoolExecutor(1, thread_name_prefix="resolve") as pool:
+                resolving = pool.submit(resolve_commits, git, *resolve)
+                self.root = _work_tree(git, path)  # raised first: the resolution is not asked
+            self._resolved = (tuple(resolve), resolving)
+        else:
+            self.root = _work_tree(git, path)
         self._git = Git(self.root, timeout_s=timeout_s)
         # SHA-256 of the regular files `changed_in_worktree` read, so none is read twice:
         # of the bytes git would store (end-of-line attributes applied), as claims are.
@@ -286,6 +384,9 @@ class Repository:
         self.folders: dict[str, list[tuple[str, str]]] = {}
         # The commits base..head that `trees` listed when given `since`.
         self.chain: list[str] = []
+        # What `trees` read with `since`, for `object_problems`: by head commit, the
+        # (id, raw) of each commit of `chain` and head, and the raw trees by id, root first.
+        self._objects: dict[str, tuple[list[tuple[str, bytes]], dict[str, bytes]]] = {}
 
     def close(self) -> None:
         """Nothing is held open between git commands; kept for ``with``."""
@@ -307,41 +408,13 @@ class Repository:
         return self.resolve_commits(rev)[0]
 
     def resolve_commits(self, *revs: str | None) -> list[str | None]:
-        """For each of `revs`, the full hash of the one commit whose hash starts with it.
+        """For each of `revs`, the full hash of the one commit it names (`resolve_commits`).
 
-        None where there is no such commit, or several, or the rev is None. Only
-        object names are considered: a branch or tag named like a hash is not the
-        commit that hash names. A full-length hash is checked as it is; a shorter
-        one is expanded by ``rev-parse --disambiguate``; then one
-        ``cat-file --batch-check`` tells the kind of every candidate.
+        Answered from the resolution `__init__` started when it was given these revs.
         """
-        candidates: list[list[str]] = []
-        for rev in revs:
-            prefix = (rev or "").lower()
-            if not 4 <= len(prefix) <= 64 or prefix.strip(string.hexdigits):
-                candidates.append([])
-            elif is_object_id(prefix):
-                candidates.append([prefix])
-            else:
-                done = self._call("rev-parse", f"--disambiguate={prefix}")
-                names = done.stdout.decode("ascii", "replace").split()
-                candidates.append(names if done.returncode == 0 else [])
-        asked = [name for names in candidates for name in names]
-        if not asked:
-            return [None] * len(revs)
-        kinds = self._run(
-            "cat-file", "--batch-check=%(objectname) %(objecttype)",
-            stdin="".join(f"{name}\n" for name in asked).encode("ascii"),
-        ).decode("ascii", "replace").splitlines()  # fmt: skip
-        # An answer counts only for the very name asked: not for a ref that name resolved to.
-        commits = {
-            name for name, line in zip(asked, kinds, strict=True) if line == f"{name} commit"
-        }
-        resolved: list[str | None] = []
-        for names in candidates:
-            found = [name for name in names if name in commits]
-            resolved.append(found[0] if len(found) == 1 else None)
-        return resolved
+        if self._resolved is not None and self._resolved[0] == revs:
+            return self._resolved[1].result()
+        return resolve_commits(self._git, *revs)
 
     @property
     def history(self) -> History:
@@ -357,49 +430,122 @@ class Repository:
 
         The folders each listing names are kept (`folders`) for `object_problems`;
         with `since`, so are the commits ``since..<last commit>`` (`chain`),
-        listed by a ``git rev-list`` run beside them.
+        listed by a ``git rev-list`` run beside them. With `since`, the last
+        commit's trees are read by a ``git cat-file --batch`` instead, beside
+        the others (`_walk_tree`), and kept with its commits' objects: the
+        checks of `object_problems` then read nothing again.
         """
+        listed = commits if since is None else commits[:-1]
         commands: list[tuple[str, ...]] = [
-            ("ls-tree", "-r", "-t", "-z", "--full-tree", c) for c in commits
+            ("ls-tree", "-r", "-t", "-z", "--full-tree", c) for c in listed
         ]
-        if since is not None:
-            commands.append(("rev-list", "--end-of-options", commits[-1], f"^{since}"))
-        outs = self._git.run_many(*commands)
-        if since is not None:
-            self.chain = outs.pop().decode("ascii", "replace").split()
+        if since is None:
+            outs = self._git.run_many(*commands)
+        else:
+            head = commits[-1]
+            commands.append(("rev-list", "--end-of-options", head, f"^{since}"))
+            with (
+                ThreadPoolExecutor(1, thread_name_prefix="ls-tree") as pool,
+                self._git.object_reader() as reader,
+            ):
+                listing = pool.submit(self._git.run_many, *commands)
+                head_entries, head_folders, raws = self._walk_tree(reader, head)
+                outs = listing.result()
+                self.chain = outs.pop().decode("ascii", "replace").split()
+                wanted = [(c, "commit") for c in dict.fromkeys([*self.chain, head])]
+                self._objects[head] = (reader.read_objects(wanted), raws)
         parsed = [_parse_tree(out) for out in outs]
+        if since is not None:
+            parsed.append((head_entries, head_folders))
         for commit, (_, folders) in zip(commits, parsed, strict=True):
             self.folders[commit] = folders
         return [entries for entries, _ in parsed]
+
+    def _walk_tree(
+        self, reader: CatFile, head: str
+    ) -> tuple[dict[str, TreeEntry], list[tuple[str, str]], dict[str, bytes]]:
+        """`head`'s tree as ``git ls-tree -r -t`` lists it, from its raw trees; and those.
+
+        The trees are read level by level from `reader`, each distinct tree
+        once, then listed depth first in each tree's order, as ls-tree does: a
+        path listed twice keeps its last entry. The listing stops at the git
+        timeout, as ls-tree would be stopped (a few trees can name each other
+        into an exponential listing).
+        """
+        deadline = time.monotonic() + self._git.timeout_s
+        ((root, raw),) = reader.read_objects([(f"{head}^{{tree}}", "tree")])
+        raws = {root: raw}
+        parsed: dict[str, list[tuple[int, bytes, str]]] = {}
+        level = [root]
+        while level:
+            wanted: dict[str, None] = {}
+            for oid in level:
+                parsed[oid] = _tree_records(raws[oid], oid)
+                wanted.update(
+                    (sub, None)
+                    for mode, _, sub in parsed[oid]
+                    if mode == _S_IFDIR and sub not in raws
+                )
+            level = list(wanted)
+            raws.update(reader.read_objects([(oid, "tree") for oid in level]))
+        entries: dict[str, TreeEntry] = {}
+        folders: list[tuple[str, str]] = []
+        stack: list[tuple[bytes, Iterator[tuple[int, bytes, str]]]] = [(b"", iter(parsed[root]))]
+        listed = 0
+        while stack:
+            prefix, todo = stack[-1]
+            for mode, name, oid in todo:
+                path = prefix + name
+                listed += 1
+                if listed % 4096 == 0 and time.monotonic() > deadline:
+                    raise InfrastructureError(
+                        f"git ls-tree timed out after {self._git.timeout_s:g}s "
+                        f"in {str(self.root)!r}"
+                    )
+                if mode == _S_IFDIR:
+                    folders.append((_decode(path), oid))
+                    stack.append((path + b"/", iter(parsed[oid])))
+                    break
+                entries[_decode(path)] = TreeEntry(f"{mode:06o}", oid)
+            else:
+                stack.pop()
+        return entries, folders, raws
 
     def object_problems(self, head: str) -> list[ObjectProblem]:
         """What git's ``fsck --strict`` would flag in what the tests will run on.
 
         The commit objects of `chain` (``base..head``, as `trees` listed them
         with `since`) and `head`, and every tree of `head`: its root and each
-        folder `trees` listed. All are read by one ``git cat-file --batch`` and
-        checked by `commit_problems` and `tree_problems`, so the cost follows
-        the size of the head state, never the repository's whole object store.
-        The base's trees are not read: nothing of them is copied for the tests.
+        folder `trees` listed. All are read by one ``git cat-file --batch`` (the
+        one `trees` read them with, given `since`) and checked by
+        `commit_problems` and `tree_problems`, so the cost follows the size of
+        the head state, never the repository's whole object store. The base's
+        trees are not read: nothing of them is copied for the tests.
         """
-        commits = list(dict.fromkeys([*self.chain, head]))
         folders: dict[str, str] = {}
         for path, oid in self.folders.get(head, []):
             if is_object_id(oid):
                 folders.setdefault(oid, path)
-        requests = [(c, "commit") for c in commits] + [(f"{head}^{{tree}}", "tree")]
-        requests += [(oid, "tree") for oid in folders]
+        kept = self._objects.get(head)
+        if kept is None:
+            commits = list(dict.fromkeys([*self.chain, head]))
+            requests = [(c, "commit") for c in commits] + [(f"{head}^{{tree}}", "tree")]
+            requests += [(oid, "tree") for oid in folders]
+            objects = self._git.read_objects(requests)
+            read = objects[: len(commits)], objects[len(commits) :]
+        else:
+            commit_objects, raws = kept
+            root = next(iter(raws))  # `_walk_tree` reads the root first
+            trees = [(root, raws[root])] + [(oid, raws[oid]) for oid in folders if oid != root]
+            read = commit_objects, trees
         problems: list[ObjectProblem] = []
-        for (name, kind), (oid, raw) in zip(
-            requests, self._git.read_objects(requests), strict=True
-        ):
-            if kind == "commit":
-                problems += [ObjectProblem("commit", oid, oid, m) for m in commit_problems(raw)]
-            else:
-                path = folders.get(name, "")
-                problems += [
-                    ObjectProblem("tree", oid, path, m) for m in tree_problems(raw, len(oid) // 2)
-                ]
+        for oid, raw in read[0]:
+            problems += [ObjectProblem("commit", oid, oid, m) for m in commit_problems(raw)]
+        for at, (oid, raw) in enumerate(read[1]):
+            path = "" if at == 0 else folders[oid]
+            problems += [
+                ObjectProblem("tree", oid, path, m) for m in tree_problems(raw, len(oid) // 2)
+            ]
         return problems
 
     def blob_sha256s(

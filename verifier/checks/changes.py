@@ -148,7 +148,7 @@ def check(
     """Hold the claimed changes against the repository; `cache` spares re-reading blobs."""
     # 1. Open the repository and resolve the commits.
     try:
-        repo = Repository(repo_path)
+        repo = Repository(repo_path, resolve=(base_commit, head_commit))
     except InfrastructureError as exc:
         return CheckResult.error(NAME, "change.repo_unavailable", str(exc))
     with repo:
