@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import threading
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -131,16 +131,10 @@ def submit(
     """
     from verifier.contract import parse_report
 
-    raw = _within(raw, max_report_bytes)
-    if isinstance(raw, Oversized):
-        exc = raw.error()
-        _keep(store, raw, source, exc)
-        raise exc
-    try:
-        report = parse_report(raw)
-    except InvalidReport as exc:
-        _keep(store, raw, source, exc)
-        raise
+    def keep(kept: bytes | Oversized, exc: InvalidReport) -> None:
+        _keep(store, kept, source, exc)
+
+    report = _read(raw, max_report_bytes, parse_report, keep)
     return store.ingest(report)
 
 
@@ -175,16 +169,11 @@ def verify_report(
     options = options or Options()
     db = _Database(config.database_url) if store else None
     try:
-        raw = _within(raw, config.max_report_bytes)
-        if isinstance(raw, Oversized):
-            exc = raw.error()
-            _reject(db, raw, source, exc)
-            raise exc
-        try:
-            report = parse_document(raw)
-        except InvalidReport as exc:
-            _reject(db, raw, source, exc)
-            raise
+
+        def keep(kept: bytes | Oversized, exc: InvalidReport) -> None:
+            _reject(db, kept, source, exc)
+
+        report = _read(raw, config.max_report_bytes, parse_document, keep)
 
         if options.repo_path is not None:
             _require_repository(options.repo_path)
@@ -199,8 +188,8 @@ def verify_report(
                 admit=None if db is None else db.admit,
                 digest_cache=db,
             )
-        except InvalidReport as exc:
-            _reject(db, raw, source, exc)
+        except InvalidReport as exc:  # the trajectory, loaded while the tests ran
+            keep(report.raw, exc)
             raise
 
         if db is None:
@@ -260,6 +249,23 @@ def _require_repository(path: Path) -> None:
         Repository(path).close()
     except InfrastructureError as exc:
         raise ConfigError(f"--repo: {exc}") from None
+
+
+def _read(
+    raw: bytes | Oversized,
+    limit: int,
+    parse: Callable[[bytes], Report],
+    keep: Callable[[bytes | Oversized, InvalidReport], None],
+) -> Report:
+    """`parse` the bytes within `limit`; what cannot be read is handed to `keep`, then raised."""
+    raw = _within(raw, limit)
+    try:
+        if isinstance(raw, Oversized):
+            raise raw.error()
+        return parse(raw)
+    except InvalidReport as exc:
+        keep(raw, exc)
+        raise
 
 
 def _reject(db: _Database | None, raw: bytes | Oversized, source: str, exc: InvalidReport) -> None:
