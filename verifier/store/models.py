@@ -3,24 +3,32 @@
 Portable to SQLite and PostgreSQL: no dialect-specific types, integer surrogate
 keys, constraint names from one naming convention so that Alembic autogenerate
 compares stably. Runs are append-only: a re-verification adds a row and never
-touches the previous ones. A multi-worker queue can later add a ``jobs`` table
-(session_id, state, lease_owner, lease_expires_at) claimed in PostgreSQL with
-``SELECT ... FOR UPDATE SKIP LOCKED``; nothing here assumes a single writer.
+touches the previous ones. Background jobs live in procrastinate's own tables
+(PostgreSQL only, created by migration 0005, outside these models); a run keeps
+the id of the job that produced it.
+
+Each session carries its current delivery status (`delivery_status`,
+`verdict_run_id`, `latest_run_id`), kept in the transaction that records a
+run, and `session_counts` keeps the number of sessions per (day, agent, model,
+repository, done, delivery status), so that rates over a million sessions read
+a few thousand rows, not the sessions table.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
+    Date,
     DateTime,
     Dialect,
     Float,
     ForeignKey,
+    Index,
     Integer,
     LargeBinary,
     MetaData,
@@ -86,15 +94,34 @@ class SessionModel(Base):
     repo_name: Mapped[str] = mapped_column(Text)
     base_commit: Mapped[str] = mapped_column(String(64))
     head_commit: Mapped[str | None] = mapped_column(String(64))
+    branch: Mapped[str | None] = mapped_column(Text)
     raw_status: Mapped[str] = mapped_column(Text)  # as the agent wrote it
     status: Mapped[str] = mapped_column(Text)  # canonical
     done: Mapped[bool] = mapped_column(Boolean)
     started_at: Mapped[datetime] = mapped_column(UTCDateTime)
     ended_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    # Deferred: listings never load the bytes, `Store.report_bytes` does.
-    report: Mapped[bytes] = mapped_column(LargeBinary, deferred=True)
+    # Deferred: listings never load the bytes, `Store.report_bytes` does. NULL once
+    # pruned (`verifier prune`): the hash stays, and every verdict with it.
+    report: Mapped[bytes | None] = mapped_column(LargeBinary, deferred=True)
     report_sha256: Mapped[str] = mapped_column(String(64))
     ingested_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    pruned_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # The current verdict, kept with each run: pending (no run yet), delivered,
+    # not_delivered (the latest conclusive run), or inconclusive (no conclusive run).
+    delivery_status: Mapped[str] = mapped_column(String(32), default="pending")
+    verdict_run_id: Mapped[int | None] = mapped_column(Integer)
+    latest_run_id: Mapped[int | None] = mapped_column(Integer)
+    verified_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    __table_args__ = (
+        # Listings page newest first by (ended_at, session_id); filters use these.
+        Index("ix_sessions_ended_at_session_id", "ended_at", "session_id"),
+        Index("ix_sessions_agent_name", "agent_name"),
+        Index("ix_sessions_agent_model", "agent_model"),
+        Index("ix_sessions_repo_name", "repo_name"),
+        Index("ix_sessions_delivery_status", "delivery_status"),
+        Index("ix_sessions_head_commit", "head_commit"),
+    )
 
 
 class ClaimedChangeModel(Base):
@@ -126,6 +153,11 @@ class RunModel(Base):
     duration_s: Mapped[float] = mapped_column(Float)
     # Plain JSON rather than JSONB: PostgreSQL then keeps the text, key order included.
     result: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # Why the run happened: cli, ingest, reverify, retry (an inconclusive run again), recheck.
+    reason: Mapped[str | None] = mapped_column(String(16))
+    # The queue's job that produced the run (procrastinate_jobs.id), and who ran it.
+    job_id: Mapped[int | None] = mapped_column(BigInteger)
+    worker: Mapped[str | None] = mapped_column(Text)
 
 
 class CheckResultModel(Base):
@@ -190,3 +222,78 @@ class RejectedReportModel(Base):
     report_sha256: Mapped[str] = mapped_column(String(64), index=True)
     # The size of the whole report: more than len(report) when only its first bytes are kept.
     report_size: Mapped[int] = mapped_column(BigInteger)
+
+
+class SessionCountModel(Base):
+    """How many sessions are in one state: the aggregate `GET /v1/stats` reads.
+
+    One row per (day the session ended, agent, model, repository, done, delivery
+    status); kept in the transactions that ingest a session and record a run, so
+    the counts are never behind the sessions. `agent_model` is '' for none, as a
+    key column cannot be NULL in a unique constraint on every engine.
+    """
+
+    __tablename__ = "session_counts"
+    __table_args__ = (
+        UniqueConstraint(
+            "day",
+            "agent_name",
+            "agent_model",
+            "repo_name",
+            "done",
+            "delivery_status",
+            name="uq_session_counts_key",
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    day: Mapped[date] = mapped_column(Date, index=True)
+    agent_name: Mapped[str] = mapped_column(Text)
+    agent_model: Mapped[str] = mapped_column(Text)
+    repo_name: Mapped[str] = mapped_column(Text)
+    done: Mapped[bool] = mapped_column(Boolean)
+    delivery_status: Mapped[str] = mapped_column(String(32))
+    sessions: Mapped[int] = mapped_column(BigInteger)
+
+
+class TokenModel(Base):
+    """An API token: only the SHA-256 of its secret is kept, never the secret."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(Text)
+    scope: Mapped[str] = mapped_column(String(16))  # ingest, read, export, admin
+    token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    created_by: Mapped[str] = mapped_column(Text)
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class AdminLogModel(Base):
+    """An administrative act: who did what, when. Append-only: triggers refuse UPDATE
+    and DELETE on both engines (migration 0004)."""
+
+    __tablename__ = "admin_log"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    actor: Mapped[str] = mapped_column(Text)  # "token:<name>" or "cli:<user>"
+    action: Mapped[str] = mapped_column(String(64))  # token.create, session.reverify, ...
+    subject: Mapped[str | None] = mapped_column(Text)
+    detail: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class TestResultCacheModel(Base):
+    """A conclusive test run, keyed by what decided it: the tree actually tested,
+    the test command, the environment, the sandbox settings and the verifier's
+    version (all in `key`, a SHA-256). The same tree is never tested twice."""
+
+    __tablename__ = "test_result_cache"
+    __test__ = False  # not a pytest class
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    session_id: Mapped[str] = mapped_column(String(128))  # the session first tested
+    result: Mapped[dict[str, Any]] = mapped_column(JSON)
