@@ -9,6 +9,8 @@ Two implementations, one per engine:
   together or not at all. The job's queueing lock is the session id: at most
   one job per session waits in ``todo``; a second one is refused by a unique
   index, inside a savepoint so that the refusal does not abort the ingest.
+  The session id is also the job's lock: two jobs of one session never run at
+  once (a re-verification asked while one runs waits for it).
   `verifier worker` processes run the jobs (`verifier.worker`).
 * `LocalQueue`: on one machine (SQLite), a bounded pool of threads in the
   ``verifier serve`` process. The store is its durable queue: sessions still
@@ -36,12 +38,16 @@ log = logging.getLogger(__name__)
 VERIFY_TASK = "verifier.verify_session"
 VERIFY_QUEUE = "verify"
 MAINTENANCE_QUEUE = "maintenance"
-# Why a run happened (verification_runs.reason).
+# Why a run happened (verification_runs.reason). A job for any reason but "reverify"
+# (an operator's request, always carried out) names the session's latest run when it
+# was queued (`after_run`, None for none): it is moot once another run exists, so a
+# session the periodic work queued twice, in a race with a verification finishing,
+# is still verified once.
 REASONS = ("ingest", "reverify", "retry", "recheck")
 
 _DEFER = text(
     "SELECT unnest(procrastinate_defer_jobs_v1(ARRAY[ROW("
-    ":queue, :task, 0, NULL, :lock, CAST(:args AS jsonb), NULL"
+    ":queue, :task, 0, :lock, :lock, CAST(:args AS jsonb), NULL"
     ")]::procrastinate_job_to_defer_v1[])) AS id"
 )
 _QUEUEING_LOCK_INDEX = "procrastinate_jobs_queueing_lock_idx_v1"
@@ -55,8 +61,11 @@ class Queue(Protocol):
         queue cannot join it (`enqueue` is then called once the session is stored)."""
         ...
 
-    def enqueue(self, session_id: str, reason: str) -> bool:
-        """Queue a verification of a stored session; False when one is already waiting."""
+    def enqueue(self, session_id: str, reason: str, *, after_run: int | None = None) -> bool:
+        """Queue a verification of a stored session; False when one is already waiting.
+
+        `after_run`: the session's latest run as the caller saw it (see `REASONS`).
+        """
         ...
 
     def reachable(self) -> str | None:
@@ -89,14 +98,16 @@ def libpq_conninfo(url: str) -> str:
     return make_conninfo("", **params)
 
 
-def defer(connection: Connection, session_id: str, reason: str) -> int | None:
+def defer(
+    connection: Connection, session_id: str, reason: str, after_run: int | None = None
+) -> int | None:
     """Write a verification job for `session_id` in `connection`'s transaction.
 
     Its id, or None when a job for the session already waits (the queueing lock):
     that one will do. The insert runs in a savepoint, so that a refusal leaves the
     caller's transaction usable.
     """
-    args = json.dumps({"session_id": session_id, "reason": reason})
+    args = json.dumps({"session_id": session_id, "reason": reason, "after_run": after_run})
     try:
         with connection.begin_nested():
             return int(
@@ -128,9 +139,9 @@ class PostgresQueue:
 
         return write_job
 
-    def enqueue(self, session_id: str, reason: str) -> bool:
+    def enqueue(self, session_id: str, reason: str, *, after_run: int | None = None) -> bool:
         with self._engine.begin() as connection:
-            return defer(connection, session_id, reason) is not None
+            return defer(connection, session_id, reason, after_run) is not None
 
     def reachable(self) -> str | None:
         try:
@@ -149,11 +160,12 @@ class PostgresQueue:
 class LocalQueue:
     """Verifications in this process, at most `concurrency` at once (SQLite, one machine).
 
-    `run(session_id, reason)` does one verification (`verifier.worker.run_local`);
-    a session already waiting or running is not queued twice.
+    `run(session_id, reason, after_run)` does one verification
+    (`verifier.worker.run_local`); a session already waiting or running is not
+    queued twice.
     """
 
-    def __init__(self, run: Callable[[str, str], None], concurrency: int) -> None:
+    def __init__(self, run: Callable[[str, str, int | None], None], concurrency: int) -> None:
         self._run = run
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="verify")
         self._lock = threading.Lock()
@@ -163,12 +175,12 @@ class LocalQueue:
     def on_insert(self, session_id: str, reason: str) -> None:
         return None  # the session's row is the job: `enqueue` once it is committed
 
-    def enqueue(self, session_id: str, reason: str) -> bool:
+    def enqueue(self, session_id: str, reason: str, *, after_run: int | None = None) -> bool:
         with self._lock:
             if self._closed or session_id in self._queued:
                 return False
             self._queued.add(session_id)
-        self._pool.submit(self._one, session_id, reason)
+        self._pool.submit(self._one, session_id, reason, after_run)
         return True
 
     def queued(self) -> set[str]:
@@ -176,9 +188,9 @@ class LocalQueue:
         with self._lock:
             return set(self._queued)
 
-    def _one(self, session_id: str, reason: str) -> None:
+    def _one(self, session_id: str, reason: str, after_run: int | None) -> None:
         try:
-            self._run(session_id, reason)
+            self._run(session_id, reason, after_run)
         except Exception:  # one session's bug must not stop the pool
             log.exception("verification of session %s failed", session_id)
         finally:

@@ -29,9 +29,9 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from procrastinate import App, BaseRetryStrategy, JobContext, PsycopgConnector, RetryDecision
 from procrastinate import exceptions as procrastinate_errors
@@ -45,7 +45,8 @@ from verifier.pipeline import verify_session
 from verifier.queue import MAINTENANCE_QUEUE, VERIFY_QUEUE, VERIFY_TASK, Queue, libpq_conninfo
 
 if TYPE_CHECKING:
-    from verifier.store import RunRow, Store
+    from verifier.findings import DeliveryStatus
+    from verifier.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -137,11 +138,24 @@ def held_guard(
     return guard
 
 
+def moot(store: Store, session_id: str, reason: str, after_run: int | None) -> bool:
+    """True when the job's purpose is served: another run exists than the one it was
+    queued after (an operator's "reverify" is never moot)."""
+    if reason == "reverify":
+        return False
+    latest = store.listed(session_id).latest_run
+    return (None if latest is None else latest.id) != after_run
+
+
 def run_job(runtime: Runtime, job: Job) -> str:
-    """Verify the session of a fetched job; returns the verdict, or "discarded"."""
+    """Verify the session of a fetched job; returns the verdict, "moot" or "discarded"."""
     args: Mapping[str, Any] = job.task_kwargs
     session_id, reason = str(args["session_id"]), str(args.get("reason", "ingest"))
+    after_run = args.get("after_run")
     assert job.id is not None and job.worker_id is not None
+    if moot(runtime.store, session_id, reason, after_run):
+        log.info("session %s: job %s is moot, another run exists", session_id, job.id)
+        return "moot"
     label = f"{runtime.name}/{job.worker_id}"
     guard = held_guard(runtime, job.id, job.worker_id, job.attempts)
     try:
@@ -171,9 +185,9 @@ def run_job(runtime: Runtime, job: Job) -> str:
     return status
 
 
-def run_local(runtime: Runtime, session_id: str, reason: str) -> None:
+def run_local(runtime: Runtime, session_id: str, reason: str, after_run: int | None) -> None:
     """One verification in ``verifier serve``'s pool (SQLite); a stop leaves it pending."""
-    if runtime.stopping.is_set():
+    if runtime.stopping.is_set() or moot(runtime.store, session_id, reason, after_run):
         return
     try:
         outcome = verify_session(
@@ -222,7 +236,20 @@ def retry_delay_s(inconclusive_runs: int, service: ServiceConfig) -> float:
     return float(min(service.retry_base_s * 2**exponent, service.retry_cap_s))
 
 
-def retry_due(runs: list[RunRow], service: ServiceConfig) -> dt.datetime | None:
+class Run(Protocol):
+    """What the retry policy reads of a stored run (`verifier.store.RunRow`)."""
+
+    @property
+    def delivery_status(self) -> DeliveryStatus: ...
+    @property
+    def finished_at(self) -> dt.datetime: ...
+    @property
+    def result(self) -> dict[str, Any]: ...
+    @property
+    def id(self) -> int: ...
+
+
+def retry_due(runs: Sequence[Run], service: ServiceConfig) -> dt.datetime | None:
     """When an inconclusive session is due for another run; None when it is not retried.
 
     Not after a conclusive verdict, not when the latest run's cause was not
@@ -254,20 +281,26 @@ def requeue(
     sessions whose backoff has passed, delivered sessions due for a re-check.
 
     `busy` says which of some sessions have a verification waiting or under way:
-    those are left alone. Returns how many of each were queued.
+    those are left alone. What is read after `busy` is fresh enough; a job queued
+    in a race all the same is moot when it runs (`moot`). Returns how many of each
+    were queued.
     """
     now = now or dt.datetime.now(dt.UTC)
     queued = {"ingest": 0, "retry": 0, "recheck": 0}
 
+    # Read again after `busy`: a verdict commits before its job ends, so a session whose
+    # job had ended when `busy` looked is no longer pending if it was verified.
     pending = store.session_ids("pending", limit=BATCH)
-    for session_id in sorted(set(pending) - busy(pending)):
-        queued["ingest"] += queue.enqueue(session_id, "ingest")
+    idle = set(pending) - busy(pending)
+    for session_id in sorted(idle.intersection(store.session_ids("pending", limit=BATCH))):
+        queued["ingest"] += queue.enqueue(session_id, "ingest", after_run=None)
 
     inconclusive = store.session_ids("inconclusive", limit=BATCH)
     for session_id in sorted(set(inconclusive) - busy(inconclusive)):
-        due = retry_due(store.runs(session_id), service)
+        runs = store.runs(session_id)
+        due = retry_due(runs, service)
         if due is not None and due <= now:
-            queued["retry"] += queue.enqueue(session_id, "retry")
+            queued["retry"] += queue.enqueue(session_id, "retry", after_run=runs[-1].id)
 
     if service.recheck_delivered_s > 0:
         delivered = store.session_ids("delivered", limit=BATCH)
@@ -275,7 +308,7 @@ def requeue(
         for session_id in sorted(set(delivered) - busy(delivered)):
             latest = store.listed(session_id).latest_run
             if latest is not None and latest.finished_at + after <= now:
-                queued["recheck"] += queue.enqueue(session_id, "recheck")
+                queued["recheck"] += queue.enqueue(session_id, "recheck", after_run=latest.id)
     if any(queued.values()):
         log.info("periodic work queued %s", queued)
     return queued
@@ -314,7 +347,9 @@ def build_app(runtime: Runtime, queue: Queue) -> App:
     app.job_manager = HeldJobManager(connector)
 
     @app.task(name=VERIFY_TASK, queue=VERIFY_QUEUE, pass_context=True, retry=ReleaseRetry())
-    def verify_task(context: JobContext, session_id: str, reason: str = "ingest") -> str:
+    def verify_task(
+        context: JobContext, session_id: str, reason: str, after_run: int | None = None
+    ) -> str:
         return run_job(runtime, context.job)
 
     @app.periodic(cron=runtime.config.service.maintenance_cron, periodic_id="maintenance")
