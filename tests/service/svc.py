@@ -82,6 +82,8 @@ def write_config(
     *,
     database_url: str | None = None,
     isolation: str = "off",
+    results: str = "exit-code",
+    repo_path: Path | None = None,
     **service: Any,
 ) -> Path:
     """A configuration file: repository `calc` with `command` counted by its exit code,
@@ -95,12 +97,13 @@ def write_config(
     lines = ["[verifier]", f"network_isolation = {json.dumps(isolation)}", "test_timeout = 120"]
     if database_url is not None:
         lines.append(f"database_url = {json.dumps(database_url)}")
-    lines += ["", "[repositories.calc]", f"path = {json.dumps(str(repo.path))}"]
-    lines += [f"test_command = {json.dumps(command)}", 'results = "exit-code"', ""]
+    path = repo.path if repo_path is None else repo_path
+    lines += ["", "[repositories.calc]", f"path = {json.dumps(str(path))}"]
+    lines += [f"test_command = {json.dumps(command)}", f"results = {json.dumps(results)}", ""]
     lines += ["[service]"] + [f"{k} = {json.dumps(v)}" for k, v in settings.items()]
-    path = tmp / "verifier.toml"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    config = tmp / "verifier.toml"
+    config.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return config
 
 
 def libpq_secret_parts(url: str) -> list[str]:
