@@ -114,7 +114,7 @@ def test_jobs_name_the_task_and_queue_the_workers_run(pg_url: str) -> None:
         VERIFY_TASK,
         VERIFY_QUEUE,
         "s-1",
-        {"session_id": "s-1", "reason": "ingest"},
+        {"session_id": "s-1", "reason": "ingest", "after_run": None},
     )
 
 
