@@ -36,7 +36,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from verifier.config import Config
-from verifier.errors import ConfigError
+from verifier.errors import ConfigError, InfrastructureError
 from verifier.queue import MAINTENANCE_QUEUE, VERIFY_QUEUE, LocalQueue, PostgresQueue, Queue
 
 if TYPE_CHECKING:
@@ -182,6 +182,8 @@ async def _work(runtime: Runtime, queue: Queue, stopper: Stopper, *, own_signals
                     name="maintenance",
                     listen_notify=False,
                     fetch_job_polling_interval=1.0,
+                    # one row a minute otherwise, for ever; verify jobs stay (runs name them)
+                    delete_jobs="successful",
                     **common,
                 )
             ),
@@ -201,6 +203,10 @@ async def _work(runtime: Runtime, queue: Queue, stopper: Stopper, *, own_signals
     for result in results:
         if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
             raise result
+    if not stopper.requested.is_set():
+        # procrastinate stops a worker whose listener or heartbeat failed: the database
+        # went away. Say so with a failing exit, for a supervisor to start it again.
+        raise InfrastructureError("the worker stopped on its own: is the database reachable?")
 
 
 # --- verifier serve ---------------------------------------------------------------------

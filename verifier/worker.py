@@ -353,7 +353,12 @@ def build_app(runtime: Runtime, queue: Queue) -> App:
         return run_job(runtime, context.job)
 
     @app.periodic(cron=runtime.config.service.maintenance_cron, periodic_id="maintenance")
-    @app.task(name=MAINTENANCE_TASK, queue=MAINTENANCE_QUEUE, queueing_lock="maintenance")
+    @app.task(
+        name=MAINTENANCE_TASK,
+        queue=MAINTENANCE_QUEUE,
+        queueing_lock="maintenance",
+        lock="maintenance",  # one round at a time in the whole deployment
+    )
     async def maintenance_task(timestamp: int) -> dict[str, int]:
         stalled = await retry_stalled(app, runtime.config.service.stalled_after_s)
         queued = await asyncio.to_thread(
