@@ -116,6 +116,24 @@ def _signals(handler: Callable[[int], None]) -> Iterator[None]:
             signal.signal(signum, old)
 
 
+def _log_to_stderr() -> None:
+    """A long-running process says what it does: one line per job, stop, stalled worker."""
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("procrastinate.worker").addFilter(_released_quietly)
+
+
+def _released_quietly(record: logging.LogRecord) -> bool:
+    """procrastinate logs a job released by a stop with its traceback: the stop is no
+    error, its line ("Error, to retry") is enough."""
+    from verifier.worker import Released
+
+    if record.exc_info and isinstance(record.exc_info[1], Released):
+        record.exc_info = None
+    return True
+
+
 def _open_store(config: Config) -> Store:
     from verifier.store import Store
 
@@ -135,6 +153,7 @@ def run_worker(config: Config, concurrency: int | None = None) -> int:
         )
     from verifier.worker import Runtime
 
+    _log_to_stderr()
     store = _open_store(config)
     queue = PostgresQueue(config.database_url)
     runtime = Runtime(config, store)
@@ -226,6 +245,7 @@ def serve(
 
     config = with_concurrency(config, concurrency)
     factory = app_factory or _api_factory()
+    _log_to_stderr()
     store = _open_store(config)
     background = Background.start(config, store, worker=worker)
     stopper = background.stopper
