@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
@@ -51,6 +51,10 @@ _DEFER = text(
     ")]::procrastinate_job_to_defer_v1[])) AS id"
 )
 _QUEUEING_LOCK_INDEX = "procrastinate_jobs_queueing_lock_idx_v1"
+_BUSY = text(
+    "SELECT DISTINCT queueing_lock FROM procrastinate_jobs WHERE task_name = :task "
+    "AND status IN ('todo', 'doing') AND queueing_lock = ANY(:ids)"
+)
 
 
 class Queue(Protocol):
@@ -66,6 +70,10 @@ class Queue(Protocol):
 
         `after_run`: the session's latest run as the caller saw it (see `REASONS`).
         """
+        ...
+
+    def busy(self, session_ids: Collection[str]) -> set[str]:
+        """Those of `session_ids` with a verification waiting or under way."""
         ...
 
     def reachable(self) -> str | None:
@@ -143,6 +151,13 @@ class PostgresQueue:
         with self._engine.begin() as connection:
             return defer(connection, session_id, reason, after_run) is not None
 
+    def busy(self, session_ids: Collection[str]) -> set[str]:
+        if not session_ids:
+            return set()
+        with self._engine.connect() as connection:
+            rows = connection.execute(_BUSY, {"task": VERIFY_TASK, "ids": list(session_ids)})
+            return {row[0] for row in rows}
+
     def reachable(self) -> str | None:
         try:
             with self._engine.connect() as connection:
@@ -187,6 +202,9 @@ class LocalQueue:
         """The sessions waiting or being verified now."""
         with self._lock:
             return set(self._queued)
+
+    def busy(self, session_ids: Collection[str]) -> set[str]:
+        return self.queued().intersection(session_ids)
 
     def _one(self, session_id: str, reason: str, after_run: int | None) -> None:
         try:

@@ -341,11 +341,8 @@ class Background:
         if self.stopper.requested.is_set():
             return {}
 
-        def busy(session_ids: list[str]) -> set[str]:
-            return queue.queued() & set(session_ids)
-
         try:
-            return requeue(self.runtime.store, queue, self.runtime.config.service, busy)
+            return requeue(self.runtime.store, queue, self.runtime.config.service)
         except Exception:
             log.exception("periodic work failed")
             return {}

@@ -271,17 +271,13 @@ def retry_due(runs: Sequence[Run], service: ServiceConfig) -> dt.datetime | None
 
 
 def requeue(
-    store: Store,
-    queue: Queue,
-    service: ServiceConfig,
-    busy: Callable[[list[str]], set[str]],
-    now: dt.datetime | None = None,
+    store: Store, queue: Queue, service: ServiceConfig, now: dt.datetime | None = None
 ) -> dict[str, int]:
     """Queue what is due: pending sessions nobody queued, infrastructure-inconclusive
     sessions whose backoff has passed, delivered sessions due for a re-check.
 
-    `busy` says which of some sessions have a verification waiting or under way:
-    those are left alone. What is read after `busy` is fresh enough; a job queued
+    Sessions with a verification waiting or under way (`Queue.busy`) are left
+    alone. What is read after `busy` is fresh enough; a job queued
     in a race all the same is moot when it runs (`moot`). Returns how many of each
     were queued.
     """
@@ -291,12 +287,12 @@ def requeue(
     # Read again after `busy`: a verdict commits before its job ends, so a session whose
     # job had ended when `busy` looked is no longer pending if it was verified.
     pending = store.session_ids("pending", limit=BATCH)
-    idle = set(pending) - busy(pending)
+    idle = set(pending) - queue.busy(pending)
     for session_id in sorted(idle.intersection(store.session_ids("pending", limit=BATCH))):
         queued["ingest"] += queue.enqueue(session_id, "ingest", after_run=None)
 
     inconclusive = store.session_ids("inconclusive", limit=BATCH)
-    for session_id in sorted(set(inconclusive) - busy(inconclusive)):
+    for session_id in sorted(set(inconclusive) - queue.busy(inconclusive)):
         runs = store.runs(session_id)
         due = retry_due(runs, service)
         if due is not None and due <= now:
@@ -305,7 +301,7 @@ def requeue(
     if service.recheck_delivered_s > 0:
         delivered = store.session_ids("delivered", limit=BATCH)
         after = dt.timedelta(seconds=service.recheck_delivered_s)
-        for session_id in sorted(set(delivered) - busy(delivered)):
+        for session_id in sorted(set(delivered) - queue.busy(delivered)):
             latest = store.listed(session_id).latest_run
             if latest is not None and latest.finished_at + after <= now:
                 queued["recheck"] += queue.enqueue(session_id, "recheck", after_run=latest.id)
@@ -315,24 +311,6 @@ def requeue(
 
 
 # --- procrastinate (PostgreSQL) ---------------------------------------------------------
-
-
-def postgres_busy(store: Store) -> Callable[[list[str]], set[str]]:
-    """Which sessions have a job waiting or running in procrastinate's table."""
-    query = text(
-        "SELECT DISTINCT queueing_lock FROM procrastinate_jobs "
-        "WHERE task_name = :task AND status IN ('todo', 'doing') "
-        "AND queueing_lock = ANY(:ids)"
-    )
-
-    def busy(session_ids: list[str]) -> set[str]:
-        if not session_ids:
-            return set()
-        with store._engine.connect() as connection:
-            rows = connection.execute(query, {"task": VERIFY_TASK, "ids": session_ids})
-            return {row[0] for row in rows}
-
-    return busy
 
 
 def build_app(runtime: Runtime, queue: Queue) -> App:
@@ -361,9 +339,7 @@ def build_app(runtime: Runtime, queue: Queue) -> App:
     )
     async def maintenance_task(timestamp: int) -> dict[str, int]:
         stalled = await retry_stalled(app, runtime.config.service.stalled_after_s)
-        queued = await asyncio.to_thread(
-            requeue, runtime.store, queue, runtime.config.service, postgres_busy(runtime.store)
-        )
+        queued = await asyncio.to_thread(requeue, runtime.store, queue, runtime.config.service)
         return {"stalled": stalled, **queued}
 
     del verify_task, maintenance_task  # registered on the app

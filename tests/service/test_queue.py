@@ -151,3 +151,25 @@ def test_the_libpq_conninfo_keeps_every_part_of_the_url(pg_url: str) -> None:
     }
     with psycopg.connect(libpq_conninfo(pg_url)) as connection:  # and it connects
         assert connection.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_busy_names_the_sessions_with_a_job_waiting_or_running_only(pg_url: str) -> None:
+    queue = PostgresQueue(pg_url)
+    engine = create_engine(pg_url, poolclass=NullPool)
+    try:
+        for session_id in ("s-todo", "s-doing", "s-done"):
+            queue.enqueue(session_id, "ingest")
+        with engine.begin() as connection:
+            connection.execute(
+                text(
+                    "UPDATE procrastinate_jobs SET status = CASE queueing_lock "
+                    "WHEN 's-doing' THEN 'doing' WHEN 's-done' THEN 'succeeded' "
+                    "ELSE status END::procrastinate_job_status"
+                )
+            )
+        asked = ["s-todo", "s-doing", "s-done", "s-never"]
+        assert queue.busy(asked) == {"s-todo", "s-doing"}
+        assert queue.busy([]) == set()
+    finally:
+        engine.dispose()
+        queue.close()
