@@ -331,12 +331,10 @@ def build_app(runtime: Runtime, queue: Queue) -> App:
         return run_job(runtime, context.job)
 
     @app.periodic(cron=runtime.config.service.maintenance_cron, periodic_id="maintenance")
-    @app.task(
-        name=MAINTENANCE_TASK,
-        queue=MAINTENANCE_QUEUE,
-        queueing_lock="maintenance",
-        lock="maintenance",  # one round at a time in the whole deployment
-    )
+    # At most one round waits (queueing lock); rounds may overlap, each is idempotent. No
+    # `lock`: a worker dying mid-round would hold it, and the sweep that frees dead
+    # workers' jobs is this very task.
+    @app.task(name=MAINTENANCE_TASK, queue=MAINTENANCE_QUEUE, queueing_lock="maintenance")
     async def maintenance_task(timestamp: int) -> dict[str, int]:
         stalled = await retry_stalled(app, runtime.config.service.stalled_after_s)
         queued = await asyncio.to_thread(requeue, runtime.store, queue, runtime.config.service)
