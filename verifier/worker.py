@@ -358,6 +358,8 @@ async def retry_stalled(app: App, stalled_after_s: float) -> int:
             await manager.retry_job_by_id_async(job.id, retry_at=dt.datetime.now(dt.UTC))
         except procrastinate_errors.UniqueViolation:
             await manager.finish_job_by_id_async(job.id, Status.FAILED, delete_job=False)
+            log.warning("job %s of a stalled worker ended: another job of it waits", job.id)
+            continue
         except procrastinate_errors.ConnectorException as exc:  # finished meanwhile
             log.info("stalled job %s not retried: %s", job.id, exc.__cause__ or exc)
             continue

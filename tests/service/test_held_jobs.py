@@ -18,7 +18,7 @@ from verifier.config import Config
 from verifier.pipeline import submit
 from verifier.queue import PostgresQueue, libpq_conninfo
 from verifier.store import Store
-from verifier.worker import HeldJobManager, Runtime, run_job
+from verifier.worker import HeldJobManager, Runtime, retry_stalled, run_job
 
 pytestmark = pytest.mark.postgres
 
@@ -27,7 +27,8 @@ def sql(url: str, query: str, **params: Any) -> list[Any]:
     engine = create_engine(url, poolclass=NullPool)
     try:
         with engine.begin() as connection:
-            return list(connection.execute(text(query), params).mappings())
+            result = connection.execute(text(query), params)
+            return list(result.mappings()) if result.returns_rows else []
     finally:
         engine.dispose()
 
@@ -110,3 +111,64 @@ def test_the_same_worker_taking_its_own_job_again_discards_the_older_attempt(
         assert run_job(runtime, older) == "discarded"
         assert run_job(runtime, newer) == "delivered"
         assert len(store.runs("s-0000")) == 1
+
+
+def sweep(url: str, stalled_after_s: float) -> int:
+    async def go() -> int:
+        connector = PsycopgConnector(conninfo=libpq_conninfo(url), min_size=1, max_size=2)
+        app = App(connector=connector)
+        async with app.open_async():
+            return await retry_stalled(app, stalled_after_s)
+
+    return asyncio.run(go())
+
+
+def test_the_sweep_queues_again_the_jobs_of_a_worker_whose_heartbeat_stopped(
+    pg_url: str,
+) -> None:
+    queue = PostgresQueue(pg_url)
+    queue.enqueue("s-1", "ingest")
+    queue.enqueue("s-2", "ingest")
+    queue.close()
+    dead, alive = register(pg_url), register(pg_url)
+    fetch(pg_url, dead)
+    fetch(pg_url, alive)
+    sql(
+        pg_url,
+        "UPDATE procrastinate_workers SET last_heartbeat = now() - interval '1 hour' WHERE id = :w",
+        w=dead,
+    )
+
+    assert sweep(pg_url, 30) == 1
+    rows = sql(
+        pg_url,
+        "SELECT queueing_lock, status::text AS status, attempts, worker_id "
+        "FROM procrastinate_jobs ORDER BY id",
+    )
+    assert [(r["queueing_lock"], r["status"], r["attempts"]) for r in rows] == [
+        ("s-1", "todo", 1),  # the dead worker's: back in the queue
+        ("s-2", "doing", 0),  # the live worker's: left alone
+    ]
+
+
+def test_a_stalled_job_whose_session_has_another_job_waiting_ends_and_the_other_stays(
+    pg_url: str,
+) -> None:
+    queue = PostgresQueue(pg_url)
+    queue.enqueue("s-1", "ingest")
+    dead = register(pg_url)
+    fetch(pg_url, dead)
+    assert queue.enqueue("s-1", "reverify")  # allowed: the first one is no longer waiting
+    queue.close()
+    sql(pg_url, "UPDATE procrastinate_workers SET last_heartbeat = now() - interval '1 hour'")
+
+    assert sweep(pg_url, 30) == 0
+    rows = sql(
+        pg_url,
+        "SELECT args->>'reason' AS reason, status::text AS status "
+        "FROM procrastinate_jobs ORDER BY id",
+    )
+    assert [(r["reason"], r["status"]) for r in rows] == [
+        ("ingest", "failed"),
+        ("reverify", "todo"),
+    ]
