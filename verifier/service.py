@@ -264,6 +264,8 @@ def serve(
     try:
         with _signals(stopper.request):
             server.run()
+    except SystemExit:  # uvicorn exits when it cannot listen, after saying why
+        raise ConfigError(f"cannot serve on {host}:{port}: see uvicorn's message above") from None
     finally:
         stopper.request()
         background.stop()

@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 from collections import Counter
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 from gitrepo import GitRepo
 from service.svc import (
     PYTHON,
+    QUICK,
     ROOT,
     block_once,
     blocked_pids,
@@ -130,3 +132,23 @@ def test_serve_on_postgres_stops_on_sigterm_and_releases_its_job(
         )
     engine.dispose()
     assert statuses["todo"] == 1 and statuses["doing"] == 0  # released for another worker
+
+
+def test_serve_on_a_port_in_use_is_a_clear_error_and_stops_its_pool(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    from service.tinyapp import app
+
+    from verifier.config import Config
+    from verifier.errors import ConfigError
+    from verifier.service import serve
+
+    url = f"sqlite:///{tmp_path / 'serve.sqlite3'}"
+    config = Config.load(write_config(tmp_path, repo, QUICK, database_url=url), environ={})
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ConfigError, match=f"cannot serve on 127.0.0.1:{port}"):
+            serve(config, port=port, app_factory=lambda config, queue: app)
+    assert [t.name for t in threading.enumerate() if t.name.startswith("verify")] == []
