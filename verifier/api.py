@@ -50,7 +50,8 @@ from verifier.errors import (
 )
 from verifier.metrics import CONTENT_TYPE, Metrics
 from verifier.pipeline import KEPT_BYTES, Oversized
-from verifier.store import Listed, RunRow, Store
+from verifier.store import Counts as StoreCounts
+from verifier.store import Listed, RunRow, SessionFilter, SessionRow, Store
 from verifier.store.db import HEAD_REVISION
 from verifier.store.probes import schema_revision
 from verifier.store.tokens import TokenRow, authenticate, log_admin
@@ -486,8 +487,6 @@ def _routes(app: FastAPI) -> None:
             str | None, Query(description="next_cursor of the previous page.")
         ] = None,
     ) -> SessionPage:
-        from verifier.store import SessionFilter
-
         filters = SessionFilter(
             agent=agent,
             model=model,
@@ -540,8 +539,6 @@ def _routes(app: FastAPI) -> None:
     ) -> StatsBody:
         """Rates are sums divided once; `delivered_rate` and `done_rate` count conclusive
         sessions only; `silent_failures` are done but not delivered."""
-        if day_from is not None and day_to is not None and day_from > day_to:
-            raise BadRequest("from", f"{day_from} is after to={day_to}")
         result = await run_in_threadpool(
             service.store.stats, day_from=day_from, day_to=day_to, group_by=group_by
         )
@@ -670,7 +667,7 @@ async def _read_body(request: Request, limit: int) -> bytes | Oversized:
     return Oversized(bytes(head), size, digest.hexdigest(), limit)
 
 
-def _submit(service: _Service, raw: bytes | Oversized, source: str) -> tuple[Any, bool]:
+def _submit(service: _Service, raw: bytes | Oversized, source: str) -> tuple[SessionRow, bool]:
     """The one call into the pipeline for a posted report."""
     # QUEUE: pass `queue=service.queue` here once `pipeline.submit` takes it (helper
     # "queue"): the pipeline then queues a new session's verification, in the
@@ -733,7 +730,7 @@ def _summary_fields(listed: Listed) -> dict[str, Any]:
         "agent_status": s.status,
         "raw_agent_status": s.raw_status,
         "done": s.done,
-        "delivery_status": listed.delivery_status,
+        "delivery_status": s.delivery_status,
         "verified_at": None if latest is None else latest.finished_at,
         "verdict_run_id": None if listed.verdict_run is None else listed.verdict_run.id,
         "latest_run_id": None if latest is None else latest.id,
@@ -747,7 +744,7 @@ def _summary_fields(listed: Listed) -> dict[str, Any]:
             name=s.repo_name,
             base_commit=s.base_commit,
             head_commit=s.head_commit,
-            branch=getattr(s, "branch", None),
+            branch=s.branch,
         ),
         "started_at": s.started_at,
         "ended_at": s.ended_at,
@@ -779,11 +776,8 @@ def _run_summary(run: RunRow) -> RunSummary:
     )
 
 
-def _counts(counts: Any) -> dict[str, Any]:
-    data: dict[str, Any] = counts.to_dict()
-    data["done_rate"] = counts.done_rate
-    data["delivered_rate"] = counts.delivered_rate
-    return data
+def _counts(counts: StoreCounts) -> dict[str, Any]:
+    return counts.to_dict()
 
 
 # -- the OpenAPI document ----------------------------------------------------------------
@@ -797,6 +791,14 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         title=app.title, version=app.version, description=app.description, routes=app.routes
     )
     schemas = document.setdefault("components", {}).setdefault("schemas", {})
+    for operations in document.get("paths", {}).values():
+        for operation in operations.values():
+            # Parameters that do not validate are our 400 in the error shape, not FastAPI's 422.
+            responses = operation.get("responses", {})
+            if responses.pop("422", None) is not None:
+                responses.setdefault("400", _ERROR_RESPONSE)
+    for unused in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(unused, None)
     report = json.loads(REPORT_SCHEMA.read_text(encoding="utf-8"))
     definitions = report.pop("$defs", {})
     for key in ("$schema", "$id"):
@@ -806,6 +808,12 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         schemas[f"SessionReport{name}"] = _rebase(schema)
     app.openapi_schema = document
     return document
+
+
+_ERROR_RESPONSE = {
+    "description": "Bad request: the field or parameter named is not valid.",
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+}
 
 
 def _rebase(node: Any) -> Any:

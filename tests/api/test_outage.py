@@ -43,6 +43,9 @@ class TcpProxy:
 
     def close(self) -> None:
         if self._listener is not None:
+            # shutdown wakes the thread blocked in accept(); close alone would not.
+            with contextlib.suppress(OSError):
+                self._listener.shutdown(socket.SHUT_RDWR)
             self._listener.close()
             self._listener = None
         with self._lock:
