@@ -299,7 +299,7 @@ async def _on_unavailable(request: Request, exc: Exception) -> Response:
     return _error(
         503,
         "unavailable",
-        "the database cannot be reached; retry later",
+        "the database or the job queue cannot be reached; retry later",
         headers={"Retry-After": RETRY_AFTER_S},
     )
 
@@ -516,6 +516,9 @@ def _routes(app: FastAPI) -> None:
     )
     async def reverify(session_id: str, token: Admin, service: Service) -> Reverify:
         """Queue a new verification; the act goes into the admin log first."""
+        if service.queue is None:
+            problem = "re-verification needs a job queue: this API was started without one"
+            raise _Refused(503, "unavailable", problem)
         await run_in_threadpool(_reverify, service, session_id, f"token:{token.name}")
         return Reverify(session_id=session_id, status="queued", url=_session_url(session_id))
 
@@ -681,8 +684,7 @@ def _submit(service: _Service, raw: bytes | Oversized, source: str) -> tuple[Ses
 
 
 def _reverify(service: _Service, session_id: str, actor: str) -> None:
-    if service.queue is None:
-        raise InfrastructureError("re-verification needs a queue: this API has none")
+    assert service.queue is not None
     service.store.get_session(session_id)  # NotFound: nothing logged, nothing queued
     log_admin(service.store, actor=actor, action="session.reverify", subject=session_id)
     service.queue.enqueue(session_id, reason="reverify")

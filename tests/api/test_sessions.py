@@ -276,7 +276,8 @@ def test_reverify_without_a_queue_is_a_503(sqlite_url: str) -> None:
         post(client, make_report_bytes("s-1"), tokens["ingest"])
         response = client.post("/v1/sessions/s-1/verify", headers=bearer(tokens["admin"]))
     assert response.status_code == 503
-    assert error_of(response.json())["code"] == "unavailable"
+    error = error_of(response.json())
+    assert error["code"] == "unavailable" and "without one" in str(error["problem"])
 
 
 # -- GET /v1/stats --------------------------------------------------------------------------
