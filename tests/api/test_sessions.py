@@ -376,3 +376,35 @@ def test_an_unknown_route_and_a_wrong_method_use_the_error_shape(client: TestCli
     assert missing.status_code == 404 and error_of(missing.json())["code"] == "not_found"
     wrong = client.delete("/v1/sessions")
     assert wrong.status_code == 405 and error_of(wrong.json())["code"] == "method_not_allowed"
+
+
+# -- pinned shapes ---------------------------------------------------------------------------
+
+PINNED_SESSION = {"session_id", "agent_status", "done", "delivery_status", "verified_at", "url"}
+
+
+def test_listed_and_shown_sessions_carry_the_pinned_keys(
+    client: TestClient, tokens: dict[str, str]
+) -> None:
+    post(client, make_report_bytes("s-keys"), tokens["ingest"])
+    read = bearer(tokens["read"])
+    (item,) = client.get("/v1/sessions", headers=read).json()["sessions"]
+    shown = client.get("/v1/sessions/s-keys", headers=read).json()
+    assert set(item) >= PINNED_SESSION
+    assert set(shown) >= PINNED_SESSION | {"checks", "runs"}
+    assert {k: shown[k] for k in item} == item  # the detail is the summary and more
+
+
+def test_the_openapi_document_describes_the_report_body_and_every_error(
+    client: TestClient,
+) -> None:
+    document = client.get("/openapi.json").json()
+    body = document["paths"]["/v1/sessions"]["post"]["requestBody"]["content"]
+    assert body["application/json"]["schema"] == {"$ref": "#/components/schemas/SessionReport"}
+    assert "SessionReportAgent" in document["components"]["schemas"]
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            codes = set(operation["responses"])
+            assert "422" not in codes, (method, path)
+            if operation.get("security"):
+                assert {"401", "403"} <= codes, (method, path)
