@@ -24,12 +24,16 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from verifier import __version__, render
+from verifier.auth import SCOPES
 from verifier.config import Config, parse_command
 from verifier.errors import ConfigError, Interrupted, InvalidReport, NotFound, VerifierError
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from verifier.pipeline import Oversized
     from verifier.store import Store
+    from verifier.store.tokens import TokenRow
 
 format_option = click.option(
     "--format",
@@ -313,6 +317,144 @@ def worker_cmd(concurrency: int | None, config_path: Path | None) -> None:
     from verifier.service import run_worker
 
     raise _Exit(run_worker(Config.load(config_path), concurrency))
+
+
+@main.group("token")
+def token_group() -> None:
+    """API tokens: create, list, revoke (each act goes into the admin log)."""
+
+
+def _actor() -> str:
+    """Who acts from this command line, for the admin log: ``cli:<user>``."""
+    import getpass
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container)
+        user = str(os.getuid())
+    return f"cli:{user}"
+
+
+def _expiry(ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:
+    """--expires: a date (the token expires as that day begins, UTC) or a time with an offset."""
+    from datetime import UTC
+    from datetime import datetime as moment
+
+    if value is None:
+        return None
+    try:
+        when = moment.fromisoformat(value)
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is not a date (2027-01-31) or a time with an offset (2027-01-31T12:00:00Z)"
+        ) from None
+    if len(value) == 10:  # a date alone
+        when = when.replace(tzinfo=UTC)
+    elif when.tzinfo is None:
+        raise click.BadParameter(f"{value!r} has no UTC offset: add Z or +01:00")
+    if when <= moment.now(UTC):
+        raise click.BadParameter(f"{value!r} is in the past")
+    return when
+
+
+def _token_dict(token: TokenRow) -> dict[str, Any]:
+    from datetime import UTC
+    from datetime import datetime as moment
+
+    def iso(value: datetime | None) -> str | None:
+        return None if value is None else value.isoformat().replace("+00:00", "Z")
+
+    return {
+        "id": token.id,
+        "name": token.name,
+        "scope": token.scope,
+        "state": token.state(moment.now(UTC)),
+        "created_at": iso(token.created_at),
+        "created_by": token.created_by,
+        "expires_at": iso(token.expires_at),
+        "revoked_at": iso(token.revoked_at),
+    }
+
+
+@token_group.command("create")
+@click.option(
+    "--scope",
+    required=True,
+    type=click.Choice(SCOPES),
+    help="ingest posts reports; read reads sessions, stats and /metrics; admin does all.",
+)
+@click.option("--name", required=True, help="Who or what holds it (shown in the admin log).")
+@click.option(
+    "--expires", metavar="DATE", callback=_expiry, help="Expiry: 2027-01-31 or an ISO time."
+)
+@config_option
+@format_option
+def token_create_cmd(
+    scope: str, name: str, expires: datetime | None, config_path: Path | None, fmt: str
+) -> None:
+    """Create a token and print it, once: only its hash is stored."""
+    from verifier.store import Store
+    from verifier.store.tokens import create_token
+
+    config = Config.load(config_path)
+    with Store.open(config.database_url) as store:
+        token, secret = create_token(
+            store, name=name, scope=scope, actor=_actor(), expires_at=expires
+        )
+    if fmt == "json":
+        _emit(render.dumps({"token": secret, **_token_dict(token)}))
+        return
+    expiry = "never expires" if expires is None else f"expires {_token_dict(token)['expires_at']}"
+    click.echo(
+        f"token {token.id} {token.name!r} (scope {token.scope}, {expiry}); "
+        "it is shown this once, keep it now:",
+        err=True,
+    )
+    _emit(secret + "\n")
+
+
+@token_group.command("list")
+@config_option
+@format_option
+def token_list_cmd(config_path: Path | None, fmt: str) -> None:
+    """Every token: scope, state, who created it; never the secret."""
+    from verifier.store import Store
+    from verifier.store.tokens import list_tokens
+
+    config = Config.load(config_path)
+    with Store.open(config.database_url) as store:
+        rows = [_token_dict(t) for t in list_tokens(store)]
+    if fmt == "json":
+        _emit(render.dumps({"tokens": rows}))
+        return
+    lines = [f"{'id':>4}  {'scope':<7} {'state':<8} {'expires':<21} created by  name"]
+    lines += [
+        f"{r['id']:>4}  {r['scope']:<7} {r['state']:<8} {r['expires_at'] or '-':<21} "
+        f"{r['created_by']}  {r['name']}"
+        for r in rows
+    ]
+    _emit("\n".join(lines) + "\n")
+
+
+@token_group.command("revoke")
+@click.argument("token_id", metavar="ID", type=int)
+@config_option
+@format_option
+def token_revoke_cmd(token_id: int, config_path: Path | None, fmt: str) -> None:
+    """Revoke a token: requests with it are refused (401) from now on."""
+    from verifier.store import Store
+    from verifier.store.tokens import revoke_token
+
+    config = Config.load(config_path)
+    with Store.open(config.database_url) as store:
+        token, changed = revoke_token(store, token_id, actor=_actor())
+    data = {**_token_dict(token), "revoked_now": changed}
+    if fmt == "json":
+        _emit(render.dumps(data))
+    elif changed:
+        _emit(f"token {token.id} {token.name!r} revoked\n")
+    else:
+        _emit(f"token {token.id} {token.name!r} was already revoked at {data['revoked_at']}\n")
 
 
 @main.command("demo", short_help="Sample sessions on a sample repository: done versus delivered.")

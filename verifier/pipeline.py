@@ -248,12 +248,18 @@ def verify_session(
     return Outcome(verification, run_id, f"stored as run {run_id}")
 
 
-def reverify(store: Store, session_id: str, queue: Queue, *, reason: str = "reverify") -> bool:
+def reverify(
+    store: Store, session_id: str, queue: Queue, *, actor: str, reason: str = "reverify"
+) -> bool:
     """Queue a stored session for another verification; False when one is already waiting.
 
-    `NotFound` when the session is not stored.
+    An administrative act: it goes into the admin log (who, when), then into the
+    queue. `NotFound` when the session is not stored: nothing logged, nothing queued.
     """
+    from verifier.store.tokens import log_admin
+
     store.get_session(session_id)
+    log_admin(store, actor=actor, action="session.reverify", subject=session_id)
     return queue.enqueue(session_id, reason)
 
 

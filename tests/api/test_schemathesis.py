@@ -1,0 +1,59 @@
+"""Schemathesis against /openapi.json on a real server: no generated request makes it fail."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import schemathesis
+from api.apikit import RecordingQueue, bearer, make_config, make_tokens, serve
+from hypothesis import HealthCheck, settings
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+from store.report_factory import make_report_bytes
+
+from verifier.api import create_app
+
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+]
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """A served API with one stored session, and an admin token (admin may call everything)."""
+    url = f"sqlite:///{Path(tmp_path_factory.mktemp('fuzz')) / 'api.sqlite3'}"
+    admin = make_tokens(url)["admin"]
+    app = create_app(make_config(url, max_report_bytes=256 * 1024), RecordingQueue())
+    with serve(app) as base:
+        import httpx
+
+        httpx.post(f"{base}/v1/sessions", content=make_report_bytes("s-1"), headers=bearer(admin))
+        yield base, admin
+
+
+# The document the served app publishes, built here without a database (a test below
+# holds it equal to what the server answers): pytest parametrizes over its operations.
+schema = schemathesis.openapi.from_dict(create_app(make_config("sqlite://")).openapi())
+
+
+def test_the_served_document_is_the_one_fuzzed(live: tuple[str, str]) -> None:
+    import httpx
+
+    assert httpx.get(f"{live[0]}/openapi.json").json() == schema.raw_schema
+
+
+@schema.parametrize()
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+def test_no_generated_request_makes_the_api_fail(case: Any, live: tuple[str, str]) -> None:
+    base, admin = live
+    case.call_and_validate(base_url=base, headers=bearer(admin), checks=CHECKS)

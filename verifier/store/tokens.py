@@ -1,0 +1,180 @@
+"""API tokens and the admin log, kept in a `Store`.
+
+Only the SHA-256 of a token is stored (`verifier.auth`): a dump or a backup of
+the database grants no access. Creating and revoking a token appends its admin
+log entry in the same transaction, so the log never misses an act that took
+effect, and never records one that did not. The log itself is append-only:
+triggers refuse UPDATE and DELETE (migration 0004).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import select
+
+from verifier import auth
+from verifier.errors import BadRequest, NotFound
+from verifier.store.models import AdminLogModel, TokenModel
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from verifier.store.db import Store
+
+
+@dataclass(frozen=True)
+class TokenRow:
+    """A stored token, without its secret (which is never stored)."""
+
+    id: int
+    name: str
+    scope: str
+    created_at: datetime
+    created_by: str
+    expires_at: datetime | None
+    revoked_at: datetime | None
+
+    def state(self, now: datetime) -> str:
+        """active, expired or revoked."""
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and self.expires_at <= now:
+            return "expired"
+        return "active"
+
+
+@dataclass(frozen=True)
+class AdminEntry:
+    """One administrative act: who (``token:<name>``, ``cli:<user>``), what, on what, when."""
+
+    id: int
+    at: datetime
+    actor: str
+    action: str
+    subject: str | None
+    detail: dict[str, Any]
+
+
+def create_token(
+    store: Store,
+    *,
+    name: str,
+    scope: str,
+    actor: str,
+    expires_at: datetime | None = None,
+) -> tuple[TokenRow, str]:
+    """A new token and its secret, the only time the secret exists; logged as ``token.create``."""
+    auth.check_scope(scope)
+    if not name.strip():
+        raise BadRequest("name", "a token needs a name that is not blank")
+    secret = auth.new_token()
+    model = TokenModel(
+        name=name,
+        scope=scope,
+        token_sha256=auth.token_sha256(secret),
+        created_by=actor,
+        expires_at=expires_at,
+    )
+    with store._transaction() as session:
+        session.add(model)
+        session.flush()
+        detail: dict[str, Any] = {"name": name, "scope": scope}
+        if expires_at is not None:
+            detail["expires_at"] = expires_at.isoformat()
+        _append(session, actor, "token.create", str(model.id), detail)
+        return _token_row(model), secret
+
+
+def list_tokens(store: Store) -> list[TokenRow]:
+    """Every token ever created, revoked and expired ones included, oldest first."""
+    with store._transaction() as session:
+        models = session.scalars(select(TokenModel).order_by(TokenModel.id)).all()
+        return [_token_row(m) for m in models]
+
+
+def revoke_token(store: Store, token_id: int, *, actor: str) -> tuple[TokenRow, bool]:
+    """Revoke a token; True when this call revoked it (logged as ``token.revoke``).
+
+    Revoking a revoked token changes nothing and logs nothing: the first revocation stands.
+    """
+    with store._transaction() as session:
+        model = session.get(TokenModel, token_id, with_for_update=True)
+        if model is None:
+            raise NotFound(f"no token with id {token_id}")
+        if model.revoked_at is not None:
+            return _token_row(model), False
+        model.revoked_at = datetime.now(UTC)
+        session.flush()
+        _append(session, actor, "token.revoke", str(token_id), {"name": model.name})
+        return _token_row(model), True
+
+
+def authenticate(store: Store, token: str) -> TokenRow | None:
+    """The stored token `token` is the secret of, or None; expiry and revocation are
+    the caller's to judge (`verifier.auth.refusal`), so it can say which applies."""
+    if not auth.well_formed(token):
+        return None
+    digest = auth.token_sha256(token)
+    with store._transaction() as session:
+        model = session.scalar(select(TokenModel).where(TokenModel.token_sha256 == digest))
+        if model is None or not auth.same_hash(model.token_sha256, digest):
+            return None
+        return _token_row(model)
+
+
+def log_admin(
+    store: Store,
+    *,
+    actor: str,
+    action: str,
+    subject: str | None = None,
+    detail: Mapping[str, Any] | None = None,
+) -> AdminEntry:
+    """Append one administrative act to the admin log."""
+    with store._transaction() as session:
+        return _append(session, actor, action, subject, dict(detail or {}))
+
+
+def admin_log(store: Store, *, limit: int = 100, before_id: int | None = None) -> list[AdminEntry]:
+    """The admin log, newest first; `before_id` pages back."""
+    query = select(AdminLogModel).order_by(AdminLogModel.id.desc()).limit(limit)
+    if before_id is not None:
+        query = query.where(AdminLogModel.id < before_id)
+    with store._transaction() as session:
+        return [_entry(m) for m in session.scalars(query).all()]
+
+
+def _append(
+    session: Session, actor: str, action: str, subject: str | None, detail: dict[str, Any]
+) -> AdminEntry:
+    model = AdminLogModel(actor=actor, action=action, subject=subject, detail=detail)
+    session.add(model)
+    session.flush()
+    return _entry(model)
+
+
+def _token_row(model: TokenModel) -> TokenRow:
+    return TokenRow(
+        id=model.id,
+        name=model.name,
+        scope=model.scope,
+        created_at=model.created_at,
+        created_by=model.created_by,
+        expires_at=model.expires_at,
+        revoked_at=model.revoked_at,
+    )
+
+
+def _entry(model: AdminLogModel) -> AdminEntry:
+    return AdminEntry(
+        id=model.id,
+        at=model.at,
+        actor=model.actor,
+        action=model.action,
+        subject=model.subject,
+        detail=dict(model.detail),
+    )
