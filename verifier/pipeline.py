@@ -236,7 +236,8 @@ def verify_session(
        worker that ran it, in one transaction that first calls `guard`: a guard
        that says False (the job is no longer this worker's) raises `LostJob` and
        nothing is written. A store that cannot be written raises
-       `InfrastructureError`, for the queue to retry.
+       `InfrastructureError`, for the queue to retry;
+    4. count the run's check durations in this process's metrics.
     """
     report = parse_document(store.report_bytes(session_id))
     db = _Database.over(store)
@@ -245,6 +246,9 @@ def verify_session(
         verification, reason=reason, job_id=job_id, worker=worker, guard=guard
     )
     db.save_digests()
+    from verifier.metrics import observe_run  # this process's /metrics histogram
+
+    observe_run(verification)
     return Outcome(verification, run_id, f"stored as run {run_id}")
 
 
