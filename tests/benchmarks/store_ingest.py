@@ -1,6 +1,6 @@
 """Benchmark: ingesting reports through the store against a raw executemany of the same rows.
 
-The data: 1,000 valid reports of 12 KB (contract v1: 8 claimed changes, a
+The data: 1,000 valid reports of 17 KB (contract v1: 8 claimed changes, a
 trajectory of 12 tool calls with their responses, an audit trail of 14 entries
 sealed with `audit.seal`), spread over 4 agents, 3 models, 6 repositories and
 30 days, parsed beforehand (`parse_report`; parsing is the report benchmark's).
@@ -45,7 +45,7 @@ POSTGRES_URL = os.environ.get(
 
 
 def build(session_id: str, rng: random.Random) -> bytes:
-    """One valid report of about 12 KB (seeded)."""
+    """One valid report of about 17 KB (seeded)."""
     ended = DAY0 + timedelta(days=rng.randrange(30), seconds=rng.randrange(86_400))
     started = ended - timedelta(minutes=rng.randrange(2, 60))
     contents: list[dict[str, Any]] = [

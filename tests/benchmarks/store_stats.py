@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from contextlib import ExitStack
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
@@ -118,39 +119,36 @@ def run(_tmp: Path, repeat: int) -> Result:
 
     from tests.store.pg import postgres_database
 
-    try:
-        database = postgres_database(POSTGRES_URL)
-        url = database.__enter__()
-    except OperationalError:
-        return Result([], {"postgresql": f"not measured: no server at {POSTGRES_URL}"})
-    try:
+    with ExitStack() as stack:
+        try:
+            url = stack.enter_context(postgres_database(POSTGRES_URL))
+        except OperationalError:
+            return Result([], {"postgresql": f"not measured: no server at {POSTGRES_URL}"})
         upgrade(url)
         facts = load(url)
+        store = stack.enter_context(Store.open(url))
+        engine = store._engine
+        _same_totals(store, engine)
         month = LAST_DAY - timedelta(days=29)
-        with Store.open(url) as store:
-            engine = store._engine
-            queries: dict[str, tuple[Callable[[], object], Callable[[], object]]] = {
-                "all time": (
-                    lambda: store.stats(),
-                    lambda: raw(engine, day_from=None, group=None),
-                ),
-                "last 30 days by day": (
-                    lambda: store.stats(day_from=month, day_to=LAST_DAY, group_by="day"),
-                    lambda: raw(engine, day_from=month, group="day"),
-                ),
-                "all time by repository": (
-                    lambda: store.stats(group_by="repo"),
-                    lambda: raw(engine, day_from=None, group="repo"),
-                ),
-            }
-            _same_totals(store, engine)
-            runs: dict[str, Callable[[], object]] = {}
-            for name, (subject, baseline) in queries.items():
-                runs[f"stats {name}"] = subject
-                runs[f"raw {name}"] = baseline
-            t = measure(runs, repeat)
-    finally:
-        database.__exit__(None, None, None)
+        queries: dict[str, tuple[Callable[[], object], Callable[[], object]]] = {
+            "all time": (
+                lambda: store.stats(),
+                lambda: raw(engine, day_from=None, group=None),
+            ),
+            "last 30 days by day": (
+                lambda: store.stats(day_from=month, day_to=LAST_DAY, group_by="day"),
+                lambda: raw(engine, day_from=month, group="day"),
+            ),
+            "all time by repository": (
+                lambda: store.stats(group_by="repo"),
+                lambda: raw(engine, day_from=None, group="repo"),
+            ),
+        }
+        runs: dict[str, Callable[[], object]] = {}
+        for name, (subject, baseline) in queries.items():
+            runs[f"stats {name}"] = subject
+            runs[f"raw {name}"] = baseline
+        t = measure(runs, repeat)
     rows = [
         Row(
             "stats",
