@@ -181,7 +181,6 @@ def _prunable(before: datetime) -> ColumnElement[bool]:
 
 def plan_prune(store: Store, before: datetime) -> PrunePlan:
     """Count what `prune(store, before)` would drop; changes nothing."""
-    old = (SESSIONS.c.ended_at < before) & SESSIONS.c.pruned_at.is_(None)
     with store._transaction() as session:
         sessions, report_size = session.execute(
             select(func.count(), func.coalesce(func.sum(func.length(SESSIONS.c.report)), 0))
@@ -193,12 +192,22 @@ def plan_prune(store: Store, before: datetime) -> PrunePlan:
             .select_from(RUNS.join(SESSIONS, SESSIONS.c.session_id == RUNS.c.session_id))
             .where(_prunable(before))
         )
-        unverified = session.scalar(
+    return PrunePlan(before, sessions, int(report_size), runs or 0, _unverified(store, before))
+
+
+def _unverified(store: Store, before: datetime) -> int:
+    """Sessions that ended before `before` and were never verified: they keep their report."""
+    with store._transaction() as session:
+        count = session.scalar(
             select(func.count())
             .select_from(SESSIONS)
-            .where(old & (SESSIONS.c.delivery_status == "pending"))
+            .where(
+                (SESSIONS.c.ended_at < before)
+                & SESSIONS.c.pruned_at.is_(None)
+                & (SESSIONS.c.delivery_status == "pending")
+            )
         )
-    return PrunePlan(before, sessions, int(report_size), runs or 0, unverified or 0)
+    return count or 0
 
 
 def prune(
@@ -221,7 +230,7 @@ def prune(
     was interrupted (``complete`` says so).
     """
     pruned_at = (now or datetime.now(UTC)).astimezone(UTC)
-    kept = plan_prune(store, before).kept_unverified
+    kept = _unverified(store, before)
     totals = {"sessions": 0, "report_bytes": 0, "runs": 0, "log_bytes": 0}
 
     def log(complete: bool) -> int:
@@ -265,7 +274,7 @@ def _prune_batch(
 ) -> dict[str, int] | None:
     """Prune up to `batch` sessions in one transaction; None when none was left."""
     marked = SESSIONS.c.pruned_at == pruned_at
-    with store._transaction() as session:
+    with store._transaction(write=True) as session:
         connection = session.connection()
         ids = select(SESSIONS.c.session_id).where(_prunable(before)).limit(batch)
         # A write first: it takes SQLite's write lock, and the rows' locks on PostgreSQL.
