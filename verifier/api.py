@@ -45,6 +45,7 @@ from verifier.errors import (
     InfrastructureError,
     InvalidReport,
     NotFound,
+    ReportPruned,
     SessionConflict,
     VerifierError,
 )
@@ -273,6 +274,8 @@ async def _on_verifier_error(request: Request, exc: Exception) -> Response:
         return _error(400, "bad_request", exc.problem, exc.field)
     if isinstance(exc, SessionConflict):
         return _error(409, "conflict", str(exc), "session_id")
+    if isinstance(exc, ReportPruned):
+        return _error(410, "pruned", str(exc))
     if isinstance(exc, NotFound):
         return _error(404, "not_found", str(exc))
     if isinstance(exc, InfrastructureError):
@@ -501,7 +504,7 @@ def _routes(app: FastAPI) -> None:
         response_model=Reverify,
         tags=["sessions"],
         summary="Verify a session again (admin)",
-        responses=_errors(401, 403, 404, 503),
+        responses=_errors(401, 403, 404, 410, 503),
     )
     async def reverify(session_id: str, token: Admin, service: Service) -> Reverify:
         """Queue a new verification; the act goes into the admin log first."""

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, BinaryIO
 from verifier.checks import Progress
 from verifier.config import DEFAULT_MAX_REPORT_BYTES, Config
 from verifier.contract import Report, parse_document
-from verifier.errors import ConfigError, InfrastructureError, InvalidReport
+from verifier.errors import ConfigError, InfrastructureError, InvalidReport, ReportPruned
 from verifier.findings import DeliveryStatus, Verification
 from verifier.verify import Options, verify
 
@@ -258,11 +258,14 @@ def reverify(
     """Queue a stored session for another verification; False when one is already waiting.
 
     An administrative act: it goes into the admin log (who, when), then into the
-    queue. `NotFound` when the session is not stored: nothing logged, nothing queued.
+    queue. `NotFound` when the session is not stored, `ReportPruned` when its report
+    was pruned: nothing logged, nothing queued.
     """
     from verifier.store.tokens import log_admin
 
-    store.get_session(session_id)
+    session = store.get_session(session_id)
+    if session.pruned_at is not None:
+        raise ReportPruned(session_id, session.pruned_at)
     log_admin(store, actor=actor, action="session.reverify", subject=session_id)
     return queue.enqueue(session_id, reason)
 

@@ -339,3 +339,38 @@ def test_a_really_verified_session_loses_its_test_output_and_keeps_its_verdict(
     assert tests_after["output_excerpt"] is None
     assert tests_after["output_sha256"] == tests_before["output_sha256"]
     assert after_data["report_sha256"] == before_data["report_sha256"]
+
+
+def test_the_store_itself_says_when_a_report_was_pruned(store: Store) -> None:
+    """What a re-verification reads (`Store.report_bytes`) refuses with the date, not
+    'not stored'."""
+    ingest(store, "s-old", "2026-11-01T10:00:00Z")
+    record(store, "s-old", failed=False)
+    prune(store, CUTOFF, actor="cli:alice", now=NOW)
+
+    with pytest.raises(ReportPruned, match=r"pruned on 2026-12-01T09:30:00Z .*cannot be verified"):
+        store.report_bytes("s-old")
+
+
+def test_pruned_sessions_are_never_offered_for_verification_again(store: Store) -> None:
+    """The periodic work takes its sessions from `session_ids`, oldest first: a pruned
+    session there would fail every round and fill the batch."""
+    from verifier.pipeline import reverify
+    from verifier.queue import LocalQueue
+
+    ingest(store, "s-old", "2026-11-01T10:00:00Z")
+    ingest(store, "s-new", "2026-11-20T10:00:00Z")
+    record(store, "s-old", failed=False)
+    record(store, "s-new", failed=False)
+    prune(store, CUTOFF, actor="cli:alice", now=NOW)
+    ran: list[str] = []
+    queue = LocalQueue(lambda session_id, _reason, _after: ran.append(session_id), 1)
+
+    try:
+        assert store.session_ids("delivered") == ["s-new"]
+        with pytest.raises(ReportPruned, match="cannot be verified again"):
+            reverify(store, "s-old", queue, actor="cli:alice")
+        assert queue.queued() == set()
+    finally:
+        queue.close()
+    assert ran == []

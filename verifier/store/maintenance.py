@@ -50,9 +50,9 @@ from sqlalchemy.exc import ArgumentError, InterfaceError, OperationalError
 from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.types import Integer, String, Text
 
-from verifier.errors import ConfigError, InfrastructureError, NotFound
+from verifier.errors import ConfigError, InfrastructureError, NotFound, ReportPruned
 from verifier.store.db import Store, make_engine, upgrade
-from verifier.store.models import AdminLogModel, Base
+from verifier.store.models import Base
 
 Progress = Callable[[str], None]
 
@@ -67,20 +67,6 @@ PROGRESS_EVERY_S = 2.0
 FOREIGN_TABLE_PREFIXES = ("alembic_version", "procrastinate_")
 SESSIONS = Base.metadata.tables["sessions"]
 RUNS = Base.metadata.tables["verification_runs"]
-
-
-class ReportPruned(NotFound):
-    """A session's report bytes were dropped by `verifier prune`; its verdicts remain."""
-
-    def __init__(self, session_id: str, pruned_at: datetime | None) -> None:
-        self.session_id = session_id
-        self.pruned_at = pruned_at
-        when = "at an unknown time" if pruned_at is None else f"on {_utc_text(pruned_at)}"
-        super().__init__(
-            f"session {session_id!r}: its report was pruned {when} (`verifier prune`); its "
-            "verdicts, findings and report_sha256 are kept, but without the bytes it cannot "
-            "be verified again or exported"
-        )
 
 
 class CopyMismatch(InfrastructureError):
@@ -351,11 +337,9 @@ def strip_test_logs(result: dict[str, Any]) -> tuple[dict[str, Any], int]:
 
 
 def _append_admin_log(store: Store, *, actor: str, action: str, detail: dict[str, Any]) -> int:
-    row = AdminLogModel(at=datetime.now(UTC), actor=actor, action=action, detail=detail)
-    with store._transaction() as session:
-        session.add(row)
-        session.flush()
-        return row.id
+    from verifier.store.tokens import log_admin
+
+    return log_admin(store, actor=actor, action=action, detail=detail).id
 
 
 # Copying an embedded store to PostgreSQL.
