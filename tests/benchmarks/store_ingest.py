@@ -140,7 +140,8 @@ def rows(
             for n, c in enumerate(d.changes)
         ]
         day = d.ended_at.astimezone(UTC).date()
-        counts.append((day, d.agent.name, d.agent.model or "", d.repo.name, r.done, "pending", 1))
+        keys = {"all": "", "agent": d.agent.name, "model": d.agent.model or "", "repo": d.repo.name}
+        counts += [(day, dim, key, r.done, "pending", 1) for dim, key in keys.items()]
     return sessions, changes, counts
 
 
@@ -151,8 +152,8 @@ SESSION_COLUMNS = (
 )
 CHANGE_COLUMNS = "session_id, ordinal, path, action, sha256_before, sha256_after"
 COUNT_UPSERT = (
-    "INSERT INTO session_counts (day, agent_name, agent_model, repo_name, done, delivery_status, "
-    "sessions) VALUES ({p}) ON CONFLICT (day, agent_name, agent_model, repo_name, done, "
+    "INSERT INTO session_counts (day, dimension, key, done, delivery_status, "
+    "sessions) VALUES ({p}) ON CONFLICT (day, dimension, key, done, "
     "delivery_status) DO UPDATE SET sessions = session_counts.sessions + excluded.sessions"
 )
 
@@ -180,7 +181,7 @@ def raw_sqlite(path: Path) -> Callable[[list[Report]], None]:
             f"INSERT INTO claimed_changes ({CHANGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", changes
         )
         connection.executemany(
-            COUNT_UPSERT.format(p="?, ?, ?, ?, ?, ?, ?"),
+            COUNT_UPSERT.format(p="?, ?, ?, ?, ?, ?"),
             [(d.isoformat(), *rest) for d, *rest in counts],
         )
         connection.execute("COMMIT")
@@ -209,7 +210,7 @@ def raw_postgres(url: str, stack: ExitStack) -> Callable[[list[Report]], None]:
                 f"INSERT INTO claimed_changes ({CHANGE_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s)",
                 changes,
             )
-            cursor.executemany(COUNT_UPSERT.format(p=", ".join(["%s"] * 7)), counts)
+            cursor.executemany(COUNT_UPSERT.format(p=", ".join(["%s"] * 6)), counts)
 
     return write
 

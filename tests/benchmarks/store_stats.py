@@ -64,12 +64,16 @@ FROM (
 """
 # Exactly what migration 0004 runs on PostgreSQL to fill the aggregate.
 DAY = "CAST(ended_at AT TIME ZONE 'UTC' AS date)"
-BACKFILL = (
-    "INSERT INTO session_counts "
-    "(day, agent_name, agent_model, repo_name, done, delivery_status, sessions) "
-    f"SELECT {DAY}, agent_name, coalesce(agent_model, ''), repo_name, done, "
-    "delivery_status, count(*) FROM sessions "
-    f"GROUP BY {DAY}, agent_name, coalesce(agent_model, ''), repo_name, done, delivery_status"
+BACKFILL = ";\n".join(
+    "INSERT INTO session_counts (day, dimension, key, done, delivery_status, sessions) "
+    f"SELECT {DAY}, '{dimension}', {key}, done, delivery_status, count(*) FROM sessions "
+    "GROUP BY 1, 3, 4, 5"
+    for dimension, key in {
+        "all": "''",
+        "agent": "agent_name",
+        "model": "coalesce(agent_model, '')",
+        "repo": "repo_name",
+    }.items()
 )
 COUNTS = (
     "count(*), count(*) FILTER (WHERE done), "

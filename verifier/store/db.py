@@ -451,22 +451,18 @@ class Store:
             self._count(session, stored, after, +1)
 
     def _count(self, session: Session, stored: SessionModel, status: str, delta: int) -> None:
-        """Add `delta` to the sessions counted in `status` for `stored`'s group."""
-        insert = pg_insert if self.dialect == "postgresql" else sqlite_insert
-        statement = insert(SessionCountModel).values(
-            day=stored.ended_at.astimezone(UTC).date(),
-            agent_name=stored.agent_name,
-            agent_model=stored.agent_model or "",
-            repo_name=stored.repo_name,
-            done=stored.done,
-            delivery_status=status,
-            sessions=delta,
-        )
+        """Add `delta` to the sessions counted in `status` for `stored`, in each dimension."""
         session.execute(
-            statement.on_conflict_do_update(
-                index_elements=list(COUNT_KEY),
-                set_={"sessions": SessionCountModel.sessions + statement.excluded.sessions},
-            )
+            self._count_upsert,
+            _count_rows(
+                stored.ended_at,
+                stored.agent_name,
+                stored.agent_model,
+                stored.repo_name,
+                stored.done,
+                status,
+                delta,
+            ),
         )
 
     def reject(
@@ -613,28 +609,31 @@ class Store:
         """Counts of the sessions that ended from `day_from` to `day_to` (both included,
         UTC days), in all and by `group_by` (day, week, agent, model, repo).
 
-        Read from `session_counts`, never from the sessions: the cost depends on the
-        number of days, agents, models and repositories, not on the number of sessions.
+        Read from `session_counts`, never from the sessions: the cost is the number of
+        days times the values of the one dimension asked for, whatever the number of
+        sessions.
         """
         if group_by is not None and group_by not in GROUP_BY:
             raise BadRequest("group_by", f"must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
         if day_from is not None and day_to is not None and day_from > day_to:
             raise BadRequest("from", f"{day_from} is after to={day_to}")
-        column = {
-            None: None,
-            "day": SessionCountModel.day,
-            "week": SessionCountModel.day,
-            "agent": SessionCountModel.agent_name,
-            "model": SessionCountModel.agent_model,
-            "repo": SessionCountModel.repo_name,
-        }[group_by]
-        keys = [] if column is None else [column]
-        query = select(
-            *keys,
-            SessionCountModel.done,
-            SessionCountModel.delivery_status,
-            func.sum(SessionCountModel.sessions),
-        ).group_by(*keys, SessionCountModel.done, SessionCountModel.delivery_status)
+        # Totals, days and weeks read the `all` rows; an agent breakdown the `agent` rows.
+        dimension = group_by if group_by in ("agent", "model", "repo") else "all"
+        keys = {
+            None: [],
+            "day": [SessionCountModel.day],
+            "week": [SessionCountModel.day],
+        }.get(group_by, [SessionCountModel.key])
+        query = (
+            select(
+                *keys,
+                SessionCountModel.done,
+                SessionCountModel.delivery_status,
+                func.sum(SessionCountModel.sessions),
+            )
+            .where(SessionCountModel.dimension == dimension)
+            .group_by(*keys, SessionCountModel.done, SessionCountModel.delivery_status)
+        )
         if day_from is not None:
             query = query.where(SessionCountModel.day >= day_from)
         if day_to is not None:
@@ -782,15 +781,15 @@ class Store:
             )
         connection.execute(
             self._count_upsert,
-            {
-                "day": doc.ended_at.astimezone(UTC).date(),
-                "agent_name": doc.agent.name,
-                "agent_model": doc.agent.model or "",
-                "repo_name": doc.repo.name,
-                "done": report.done,
-                "delivery_status": "pending",
-                "sessions": 1,
-            },
+            _count_rows(
+                doc.ended_at,
+                doc.agent.name,
+                doc.agent.model,
+                doc.repo.name,
+                report.done,
+                "pending",
+                1,
+            ),
         )
         return SessionRow(**{k: v for k, v in values.items() if k in _SESSION_ROW_NAMES})
 
@@ -976,7 +975,32 @@ def _sqlite_pragmas(dbapi_connection: DBAPIConnection, record: ConnectionPoolEnt
     cursor.close()
 
 
-COUNT_KEY = ("day", "agent_name", "agent_model", "repo_name", "done", "delivery_status")
+COUNT_KEY = ("day", "dimension", "key", "done", "delivery_status")
+
+
+def _count_rows(
+    ended_at: datetime,
+    agent: str,
+    model: str | None,
+    repo: str,
+    done: bool,
+    status: str,
+    delta: int,
+) -> list[dict[str, Any]]:
+    """The `session_counts` rows one session counts in: one per dimension."""
+    day = ended_at.astimezone(UTC).date()
+    keys = {"all": "", "agent": agent, "model": model or "", "repo": repo}
+    return [
+        {
+            "day": day,
+            "dimension": dimension,
+            "key": key,
+            "done": done,
+            "delivery_status": status,
+            "sessions": delta,
+        }
+        for dimension, key in keys.items()
+    ]
 
 
 def _group_key(group_by: str | None, value: Any) -> str:
