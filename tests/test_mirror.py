@@ -244,3 +244,25 @@ def test_two_workers_never_fetch_into_one_mirror_at_once(repo: GitRepo, tmp_path
     pids = [pid for pid, _ in events]
     assert [what for _, what in events] == ["fetching", "fetched", "fetching", "fetched"]
     assert pids[0] == pids[1] and pids[2] == pids[3] and pids[0] != pids[2]
+
+
+def test_a_trusted_ref_is_read_at_the_remotes_current_tip(repo: GitRepo, tmp_path: Path) -> None:
+    """The same trusted_ref as for a clone; fetched afresh each time, so a base the remote's
+    main has moved past by more than trusted_max_behind is refused."""
+    remote = tmp_path / "remote.git"
+    url = bare_remote(repo, remote)
+    raw = to_bytes(fixed_session(repo).report())  # head committed in the agent's checkout
+    subprocess.run(
+        ["git", "-C", str(repo.path), "push", "-q", url, "HEAD:refs/heads/agent"], check=True
+    )
+    cfg = by_url(url, tmp_path, trusted_ref="refs/remotes/origin/main", trusted_max_behind=0)
+    assert verify_report(raw, cfg, store=False).verification.delivery_status is (
+        DeliveryStatus.DELIVERED
+    )
+    # Someone merges to main on the server: the session's base is now one commit behind.
+    subprocess.run(
+        ["git", "-C", str(repo.path), "push", "-q", url, "HEAD:refs/heads/main"], check=True
+    )
+    verification = verify_report(raw, cfg, store=False).verification
+    assert verification.delivery_status is DeliveryStatus.NOT_DELIVERED
+    assert [f.code for f in verification.checks["changes"].findings] == ["change.base_untrusted"]

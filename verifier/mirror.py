@@ -15,7 +15,8 @@ Why these choices:
 * A fetch happens only when a commit is missing, or when the repository has a
   ``trusted_ref`` (its tip must be the remote's current one): re-verifying a
   session costs no round trip. The remote's branches and tags are fetched as
-  they are (``refs/heads/*``, ``refs/tags/*``, pruned), then any commit still
+  they are (``refs/heads/*``, ``refs/tags/*``, pruned; the branches also as
+  ``refs/remotes/origin/*``, where a clone keeps them), then any commit still
   missing is asked for by its id (a commit no branch holds any more).
 * One fetch at a time per mirror: an exclusive ``flock`` on the lock file,
   held while git fetches. Readers take no lock: git adds objects and moves refs
@@ -50,8 +51,14 @@ __all__ = ["Mirror", "MirrorError"]
 
 log = logging.getLogger(__name__)
 
-# The remote's branches and tags, as they are there (a `git clone --mirror` maps all refs).
-REFSPECS = ("+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
+# The remote's branches and tags as they are there, and its branches again as a clone
+# names them: a trusted_ref reads the same ("refs/remotes/origin/main") in a checkout
+# given by path and in a mirror.
+REFSPECS = (
+    "+refs/heads/*:refs/heads/*",
+    "+refs/tags/*:refs/tags/*",
+    "+refs/heads/*:refs/remotes/origin/*",
+)
 # Set in every mirror: nothing is ever collected under a verification reading it.
 _MIRROR_CONFIG = (
     ("gc.auto", "0"),
