@@ -177,7 +177,7 @@ def test_ingest_show_list_and_reverify(setup: tuple[GitRepo, Path], tmp_path: Pa
     assert "s-1" in verifier("show", "s-1").stdout
 
     listed = json.loads(verifier("list", "--format", "json").stdout)
-    assert listed["rates"]["sessions"] == 1 and listed["rates"]["delivered"] == 1
+    assert listed["rates"]["total"] == 1 and listed["rates"]["delivered"] == 1
     assert "delivered rate 100%" in verifier("list").stdout
 
 
@@ -228,7 +228,7 @@ def test_verify_refuses_a_stored_session_id_with_other_bytes_and_records_nothing
     assert done.returncode == 2
     assert "already stored with different bytes" in done.stderr
     shown = json.loads(verifier("show", report["session_id"], "--format", "json").stdout)
-    assert shown["runs"] == [] and shown["delivery_status"] == "never_verified"
+    assert shown["runs"] == [] and shown["delivery_status"] == "pending"
     assert shown["report_sha256"] == hashlib.sha256(first.read_bytes()).hexdigest()
 
 

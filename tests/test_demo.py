@@ -37,7 +37,7 @@ def test_demo_verdicts_rates_and_a_deterministic_second_run(tmp_path: Path, caps
     assert {p.name: p.read_bytes() for p in reports} == before
 
     with Store.open(f"sqlite:///{tmp_path / 'out' / 'verifier.sqlite3'}") as store:
-        assert store.rates().sessions == 8
+        assert store.rates().total == 8
         assert len(store.runs("demo-01-delivered")) == 2
     # Never the store the environment names: the demo leaves no trace outside its folder.
     assert not Path(Config.load().database_url.removeprefix("sqlite:///")).exists()

@@ -201,7 +201,7 @@ def show_cmd(session_id: str, config_path: Path | None, fmt: str) -> None:
 @format_option
 def list_cmd(config_path: Path | None, fmt: str) -> None:
     """List stored sessions with their verdict, and the done and delivered rates."""
-    from verifier.store import NoStore, Rates, Store
+    from verifier.store import Counts, NoStore, Store
 
     config = Config.load(config_path)
     try:
@@ -210,7 +210,7 @@ def list_cmd(config_path: Path | None, fmt: str) -> None:
             rates = store.rates()
     except NoStore as exc:
         click.echo(f"verifier: {exc}", err=True)
-        rows, rates = [], Rates.empty()
+        rows, rates = [], Counts()
     if fmt == "json":
         _emit(render.dumps(render.listing_dict(rows, rates)))
     else:

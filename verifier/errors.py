@@ -51,6 +51,22 @@ class NotFound(VerifierError):
     """A session or run the caller named does not exist."""
 
 
+class BadRequest(VerifierError):
+    """A query parameter or option the caller gave cannot be used (a filter, a cursor)."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        self.field = field
+        self.problem = problem
+        super().__init__(f"{field}: {problem}")
+
+
+class LostJob(VerifierError):
+    """A worker finished a verification for a job it no longer holds (it stalled, and the
+    job went to another worker): its result is discarded, the other worker's stands."""
+
+    exit_code = 3
+
+
 class InfrastructureError(VerifierError):
     """Something we depend on could not be used; the verdict is inconclusive."""
 

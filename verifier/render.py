@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # the store loads SQLAlchemy, rich costs an import: neither i
     from rich.console import Console
     from rich.table import Table
 
-    from verifier.store import Listed, Rates, RunRow, SessionRow
+    from verifier.store import Counts, Listed, RunRow, SessionRow
 
 VERDICT_STYLE = {
     DeliveryStatus.DELIVERED.value: "bold green",
@@ -175,13 +175,13 @@ def _pct(rate: float | None) -> str:
     return "n/a" if rate is None else f"{rate:.0%}"
 
 
-def rates_line(rates: Rates) -> str:
+def rates_line(rates: Counts) -> str:
     return (
-        f"{rates.conclusive} of {rates.sessions} sessions with a verdict: "
+        f"{rates.conclusive} of {rates.total} sessions with a verdict: "
         f"done rate {_pct(rates.done_rate)} ({rates.done_conclusive}), "
         f"delivered rate {_pct(rates.delivered_rate)} ({rates.delivered}); "
         f"{rates.silent_failures} silent failures (done, not delivered); "
-        f"{rates.inconclusive} inconclusive, {rates.never_verified} never verified"
+        f"{rates.inconclusive} inconclusive, {rates.pending} pending"
     )
 
 
@@ -200,12 +200,12 @@ def session_dict(session: SessionRow, runs: Sequence[RunRow]) -> dict[str, Any]:
     """A stored session and all its runs, for ``show --format json``.
 
     `delivery_status` is the latest conclusive verdict (or the latest run's status
-    when there is none, or ``never_verified``); `latest_run` is the latest run.
+    when there is none, or ``pending``); `latest_run` is the latest run.
     """
     data = {k: _iso(v) if isinstance(v, datetime) else v for k, v in asdict(session).items()}
     conclusive = [r for r in runs if r.delivery_status is not DeliveryStatus.INCONCLUSIVE]
     verdict = conclusive[-1] if conclusive else (runs[-1] if runs else None)
-    data["delivery_status"] = verdict.delivery_status.value if verdict else "never_verified"
+    data["delivery_status"] = verdict.delivery_status.value if verdict else "pending"
     data["latest_run"] = run_dict(runs[-1]) if runs else None
     data["runs"] = [run_dict(run) for run in runs]
     return data
@@ -249,7 +249,7 @@ def session_text(session: SessionRow, runs: Sequence[RunRow], width: int | None 
     return out.getvalue()
 
 
-def listing_dict(rows: Sequence[Listed], rates: Rates) -> dict[str, Any]:
+def listing_dict(rows: Sequence[Listed], rates: Counts) -> dict[str, Any]:
     def first(run: RunRow | None) -> dict[str, Any] | None:
         return run.findings[0].to_dict() if run is not None and run.findings else None
 
@@ -272,7 +272,7 @@ def listing_dict(rows: Sequence[Listed], rates: Rates) -> dict[str, Any]:
             }
             for row in rows
         ],
-        "rates": asdict(rates),
+        "rates": rates.to_dict(),
     }
 
 
@@ -292,12 +292,12 @@ def session_row(
         _escape(session_id),
         _escape(agent_status),
         "yes" if done else "no",
-        verdict_text(verdict) if verdict != "never_verified" else "[dim]never verified[/dim]",
+        verdict_text(verdict) if verdict != "pending" else "[dim]pending[/dim]",
         _escape(finding_short(first)) if first else "",
     )
 
 
-def listing_text(rows: Sequence[Listed], rates: Rates, width: int | None = None) -> str:
+def listing_text(rows: Sequence[Listed], rates: Counts, width: int | None = None) -> str:
     console, out = _console(width)
     table = sessions_table()
     for row in rows:

@@ -26,7 +26,7 @@ from verifier.findings import (
     Verification,
     decide,
 )
-from verifier.store import Rates, Store, upgrade
+from verifier.store import Counts, Store, upgrade
 
 T0 = datetime(2026, 11, 29, 10, 5, tzinfo=UTC)
 SHA_A = "a" * 64
@@ -201,7 +201,7 @@ def test_a_later_inconclusive_run_never_hides_the_conclusive_verdict(store: Stor
     newer, older = store.sessions()
 
     assert (newer.session.session_id, newer.verdict_run, newer.latest_run) == ("newer", None, None)
-    assert newer.delivery_status == "never_verified"
+    assert newer.delivery_status == "pending"
     assert older.verdict_run is not None and older.verdict_run.id == delivered
     assert older.latest_run is not None and older.latest_run.id == unsure
     assert older.delivery_status == "delivered"
@@ -215,7 +215,7 @@ def test_an_only_inconclusive_session_is_inconclusive(store: Store) -> None:
 
 
 def test_rates_count_conclusive_sessions_only(store: Store) -> None:
-    assert store.rates() == Rates.empty()
+    assert store.rates() == Counts()
     for session_id, status in [("fixed", "done"), ("unsure", "done"), ("gave-up", "error")]:
         store.ingest(report(session_id, status))
     store.ingest(report("waiting", "done"))
@@ -227,19 +227,18 @@ def test_rates_count_conclusive_sessions_only(store: Store) -> None:
     store.record_run(verification("gave-up", changes=(Finding("change.missing", "gone"),)))
     store.record_run(verification("silent", changes=(Finding("change.missing", "gone"),)))
 
-    assert store.rates() == Rates(
-        sessions=5,
+    rates = store.rates()
+    assert rates == Counts(
+        total=5,
         done=4,
-        conclusive=3,  # fixed (delivered, then inconclusive), gave-up, silent
-        done_conclusive=2,
+        done_conclusive=2,  # of fixed (delivered, then inconclusive), gave-up, silent
         delivered=1,
         not_delivered=2,
         silent_failures=1,  # done and not delivered: "silent"; "gave-up" was not done
         inconclusive=1,
-        never_verified=1,
-        done_rate=2 / 3,
-        delivered_rate=1 / 3,
+        pending=1,
     )
+    assert (rates.conclusive, rates.done_rate, rates.delivered_rate) == (3, 2 / 3, 1 / 3)
 
 
 def test_blob_digests_are_remembered_once(store: Store) -> None:

@@ -1,11 +1,16 @@
 """The store of sessions and verification runs; see `verifier.store.db`."""
 
 from verifier.store.db import (
+    Counts,
+    Group,
     Listed,
     NoStore,
-    Rates,
+    Page,
+    RejectedRow,
     RunRow,
+    SessionFilter,
     SessionRow,
+    Stats,
     Store,
     current_revision,
     head_revision,
@@ -13,11 +18,16 @@ from verifier.store.db import (
 )
 
 __all__ = [
+    "Counts",
+    "Group",
     "Listed",
     "NoStore",
-    "Rates",
+    "Page",
+    "RejectedRow",
     "RunRow",
+    "SessionFilter",
     "SessionRow",
+    "Stats",
     "Store",
     "current_revision",
     "head_revision",

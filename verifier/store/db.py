@@ -3,34 +3,40 @@
 `Store.open(url)` connects to SQLite or PostgreSQL. A SQLite file is created and
 migrated on first use; any other database must already be at the head revision
 (`verifier db upgrade`), so that several workers never race to migrate it.
-Callers get frozen rows (`SessionRow`, `RunRow`, `Rates`), never ORM objects.
+Callers get frozen rows (`SessionRow`, `RunRow`, `Counts`), never ORM objects.
 """
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import hashlib
+import json
 import sqlite3
 import threading
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
+    ColumnElement,
     Connection,
     Engine,
     Select,
-    Subquery,
+    and_,
     create_engine,
     event,
     func,
     inspect,
+    or_,
     select,
 )
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import (
@@ -44,7 +50,14 @@ from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry
 
 from verifier import resources
-from verifier.errors import ConfigError, InfrastructureError, NotFound, SessionConflict
+from verifier.errors import (
+    BadRequest,
+    ConfigError,
+    InfrastructureError,
+    LostJob,
+    NotFound,
+    SessionConflict,
+)
 from verifier.findings import CheckStatus, DeliveryStatus, Finding, Verification
 from verifier.store.models import (
     BlobDigestModel,
@@ -53,6 +66,7 @@ from verifier.store.models import (
     FindingModel,
     RejectedReportModel,
     RunModel,
+    SessionCountModel,
     SessionModel,
 )
 
@@ -65,6 +79,8 @@ MIGRATIONS_DIR = resources.migrations_dir()
 # The newest migration. Opening a store that is already there needs no Alembic (whose
 # import costs half a second of every command); a test keeps this equal to Alembic's head.
 HEAD_REVISION = "0004"
+GROUP_BY = ("day", "week", "agent", "model", "repo")
+MAX_PAGE = 500
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 CONNECT_TIMEOUT_S = 10
 MIGRATION_LOCK_ID = 0x7665_7269  # any constant: PostgreSQL advisory lock key for migrating
@@ -95,6 +111,10 @@ class SessionRow:
     ended_at: datetime
     report_sha256: str
     ingested_at: datetime
+    branch: str | None = None
+    # pending (no run yet), delivered, not_delivered, inconclusive: see `Listed`.
+    delivery_status: str = "pending"
+    pruned_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -130,39 +150,129 @@ class Listed:
 
     @property
     def delivery_status(self) -> str:
-        """delivered, not_delivered, inconclusive, or never_verified."""
+        """delivered, not_delivered, inconclusive (only ever inconclusive), or pending."""
         if self.verdict_run is not None:
             return self.verdict_run.delivery_status.value
-        return (
-            "never_verified" if self.latest_run is None else self.latest_run.delivery_status.value
-        )
+        return "pending" if self.latest_run is None else self.latest_run.delivery_status.value
 
 
 @dataclass(frozen=True)
-class Rates:
-    """Counts over all sessions, each judged by its latest conclusive verdict.
+class Counts:
+    """Sessions by state, each judged by its latest conclusive verdict.
 
-    Both rates are over the `conclusive` sessions (delivered or not delivered) and
-    are None when there is none; a sum divided once, never an average of rates.
+    Both rates are over the conclusive sessions (delivered or not delivered) and
+    are None when there is none: sums divided once, never averages of rates.
     `silent_failures` are done but not delivered. Sessions only ever inconclusive,
-    and sessions never verified, stand beside the rates and never count in them.
+    and sessions not verified yet (`pending`), stand beside the rates.
     """
 
-    sessions: int
-    done: int
-    conclusive: int
-    done_conclusive: int
-    delivered: int
-    not_delivered: int
-    silent_failures: int
-    inconclusive: int
-    never_verified: int
-    done_rate: float | None
-    delivered_rate: float | None
+    total: int = 0
+    done: int = 0
+    delivered: int = 0
+    not_delivered: int = 0
+    inconclusive: int = 0
+    pending: int = 0
+    silent_failures: int = 0
+    done_conclusive: int = 0
+
+    @property
+    def conclusive(self) -> int:
+        return self.delivered + self.not_delivered
+
+    @property
+    def done_rate(self) -> float | None:
+        return self.done_conclusive / self.conclusive if self.conclusive else None
+
+    @property
+    def delivered_rate(self) -> float | None:
+        return self.delivered / self.conclusive if self.conclusive else None
+
+    def __add__(self, other: Counts) -> Counts:
+        return Counts(
+            *(getattr(self, f.name) + getattr(other, f.name) for f in dataclasses.fields(self))
+        )
 
     @classmethod
-    def empty(cls) -> Rates:
-        return cls(0, 0, 0, 0, 0, 0, 0, 0, 0, None, None)
+    def of(cls, done: bool, delivery_status: str, sessions: int) -> Counts:
+        """The counts of `sessions` sessions in one state."""
+        delivered = delivery_status == "delivered"
+        not_delivered = delivery_status == "not_delivered"
+        return cls(
+            total=sessions,
+            done=sessions if done else 0,
+            delivered=sessions if delivered else 0,
+            not_delivered=sessions if not_delivered else 0,
+            inconclusive=sessions if delivery_status == "inconclusive" else 0,
+            pending=sessions if delivery_status == "pending" else 0,
+            silent_failures=sessions if done and not_delivered else 0,
+            done_conclusive=sessions if done and (delivered or not_delivered) else 0,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "total": self.total,
+            "done": self.done,
+            "delivered": self.delivered,
+            "not_delivered": self.not_delivered,
+            "inconclusive": self.inconclusive,
+            "pending": self.pending,
+            "silent_failures": self.silent_failures,
+            "conclusive": self.conclusive,
+            "done_conclusive": self.done_conclusive,
+            "done_rate": self.done_rate,
+            "delivered_rate": self.delivered_rate,
+        }
+
+
+@dataclass(frozen=True)
+class Group:
+    """The counts of one group of `Store.stats`: a day (YYYY-MM-DD), a week (the
+    ISO week's Monday), an agent, a model ('' for none) or a repository."""
+
+    key: str
+    counts: Counts
+
+
+@dataclass(frozen=True)
+class Stats:
+    totals: Counts
+    groups: list[Group] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SessionFilter:
+    """What `Store.find_sessions` keeps; every field optional, all given must hold."""
+
+    agent: str | None = None
+    model: str | None = None
+    repo: str | None = None
+    agent_status: str | None = None
+    done: bool | None = None
+    delivery_status: str | None = None
+    head_commit: str | None = None
+    branch: str | None = None
+    ended_from: datetime | None = None
+    ended_to: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[Listed]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class RejectedRow:
+    id: int
+    received_at: datetime
+    source: str
+    field: str
+    problem: str
+    report_sha256: str
+    report_size: int
+
+
+DELIVERY_STATUSES = ("pending", "delivered", "not_delivered", "inconclusive")
 
 
 class Store:
@@ -210,60 +320,143 @@ class Store:
     ) -> None:
         self.close()
 
-    def ingest(self, report: Report) -> tuple[SessionRow, bool]:
+    @property
+    def dialect(self) -> str:
+        """'sqlite' or 'postgresql'."""
+        return self._engine.dialect.name
+
+    @property
+    def url(self) -> str:
+        """The database URL, password included: for this process's own connections only."""
+        return self._engine.url.render_as_string(hide_password=False)
+
+    def ingest(
+        self,
+        report: Report,
+        *,
+        on_insert: Callable[[Connection], None] | None = None,
+    ) -> tuple[SessionRow, bool]:
         """Store a report once; True when it is new.
 
         The same bytes again change nothing. Other bytes under a stored session id
-        raise `SessionConflict` and the first report stands.
+        raise `SessionConflict` and the first report stands. `on_insert` runs in the
+        transaction that inserts a new session, after the row is written (the queue
+        defers the session's job there, so that a report and its job commit together).
         """
-        stored = self._find_session(report.session_id)
-        if stored is None:
-            try:
-                return self._insert_session(report), True
-            except IntegrityError:
-                # Another writer stored this id between our read and our insert.
-                stored = self._find_session(report.session_id)
-                if stored is None:
-                    raise
-        if stored.report_sha256 != report.sha256:
-            raise SessionConflict(report.session_id, stored.report_sha256, report.sha256)
-        return stored, False
-
-    def record_run(self, verification: Verification) -> int:
-        """Append a run and its findings; earlier runs are never changed. Returns its id."""
-
-        run = RunModel(
-            session_id=verification.session_id,
-            verifier_version=verification.verifier_version,
-            delivery_status=verification.delivery_status.value,
-            started_at=verification.started_at,
-            finished_at=verification.finished_at,
-            duration_s=(verification.finished_at - verification.started_at).total_seconds(),
-            result=verification.to_dict(),
-        )
         try:
-            with self._transaction() as session:
-                session.add(run)
-                session.flush()
-                session.add_all(
-                    CheckResultModel(
-                        run_id=run.id,
-                        check_name=name,
-                        ordinal=ordinal,
-                        status=result.status.value,
-                        duration_s=result.duration_s,
-                    )
-                    for ordinal, (name, result) in enumerate(verification.checks.items())
-                )
-                session.add_all(
-                    _finding_model(run.id, name, ordinal, finding)
-                    for name, result in verification.checks.items()
-                    for ordinal, finding in enumerate(result.findings)
-                )
-                return run.id
+            with self._transaction(write=True) as session:
+                stored = session.get(SessionModel, report.session_id)
+                if stored is None:
+                    row = self._insert_session(session, report)
+                    if on_insert is not None:
+                        on_insert(session.connection())
+                    return row, True
+                stored_row = _session_row(stored)
         except IntegrityError:
-            self.get_session(verification.session_id)  # NotFound when that is the cause
-            raise
+            # Another writer (PostgreSQL) stored this id between our read and our insert.
+            found = self._find_session(report.session_id)
+            if found is None:
+                raise
+            stored_row = found
+        if stored_row.report_sha256 != report.sha256:
+            raise SessionConflict(report.session_id, stored_row.report_sha256, report.sha256)
+        return stored_row, False
+
+    def record_run(
+        self,
+        verification: Verification,
+        *,
+        reason: str | None = None,
+        job_id: int | None = None,
+        worker: str | None = None,
+        guard: Callable[[Connection], bool] | None = None,
+    ) -> int:
+        """Append a run and its findings, and move the session to its new verdict, in
+        one transaction; earlier runs are never changed. Returns the run's id.
+
+        The session's row is locked first, so that two runs of one session are
+        recorded one after the other. `guard` then runs in the same transaction: when
+        it returns False (the worker no longer holds its job), nothing is written and
+        `LostJob` is raised.
+        """
+        session_id = verification.session_id
+        with self._transaction(write=True) as session:
+            stored = session.scalars(
+                select(SessionModel).where(SessionModel.session_id == session_id).with_for_update()
+            ).one_or_none()
+            if stored is None:
+                raise NotFound(f"session {session_id!r} is not stored")
+            if guard is not None and not guard(session.connection()):
+                raise LostJob(
+                    f"the verification of session {session_id!r} finished after its job "
+                    f"{job_id} went to another worker: its result is discarded"
+                )
+            run = RunModel(
+                session_id=session_id,
+                verifier_version=verification.verifier_version,
+                delivery_status=verification.delivery_status.value,
+                started_at=verification.started_at,
+                finished_at=verification.finished_at,
+                duration_s=(verification.finished_at - verification.started_at).total_seconds(),
+                result=verification.to_dict(),
+                reason=reason,
+                job_id=job_id,
+                worker=worker,
+            )
+            session.add(run)
+            session.flush()
+            session.add_all(
+                CheckResultModel(
+                    run_id=run.id,
+                    check_name=name,
+                    ordinal=ordinal,
+                    status=result.status.value,
+                    duration_s=result.duration_s,
+                )
+                for ordinal, (name, result) in enumerate(verification.checks.items())
+            )
+            session.add_all(
+                _finding_model(run.id, name, ordinal, finding)
+                for name, result in verification.checks.items()
+                for ordinal, finding in enumerate(result.findings)
+            )
+            self._move(session, stored, run)
+            return run.id
+
+    def _move(self, session: Session, stored: SessionModel, run: RunModel) -> None:
+        """The session's verdict after `run`: a conclusive run is the verdict; an
+        inconclusive one only when there was none. The counts follow."""
+        before = stored.delivery_status
+        stored.latest_run_id = run.id
+        stored.verified_at = run.finished_at
+        if run.delivery_status in CONCLUSIVE:
+            stored.verdict_run_id = run.id
+            after = run.delivery_status
+        else:
+            after = before if stored.verdict_run_id is not None else "inconclusive"
+        if after != before:
+            stored.delivery_status = after
+            self._count(session, stored, before, -1)
+            self._count(session, stored, after, +1)
+
+    def _count(self, session: Session, stored: SessionModel, status: str, delta: int) -> None:
+        """Add `delta` to the sessions counted in `status` for `stored`'s group."""
+        insert = pg_insert if self.dialect == "postgresql" else sqlite_insert
+        statement = insert(SessionCountModel).values(
+            day=stored.ended_at.astimezone(UTC).date(),
+            agent_name=stored.agent_name,
+            agent_model=stored.agent_model or "",
+            repo_name=stored.repo_name,
+            done=stored.done,
+            delivery_status=status,
+            sessions=delta,
+        )
+        session.execute(
+            statement.on_conflict_do_update(
+                index_elements=list(COUNT_KEY),
+                set_={"sessions": SessionCountModel.sessions + statement.excluded.sessions},
+            )
+        )
 
     def reject(
         self,
@@ -320,66 +513,169 @@ class Store:
 
     def sessions(self) -> list[Listed]:
         """Every session with its verdict and its latest run, newest first."""
-        verdicts = _latest_run_ids(conclusive=True)
-        latest = _latest_run_ids()
         with self._transaction() as session:
-            rows = session.execute(
-                select(SessionModel, verdicts.c.run_id, latest.c.run_id)
-                .outerjoin(verdicts, verdicts.c.session_id == SessionModel.session_id)
-                .outerjoin(latest, latest.c.session_id == SessionModel.session_id)
-                .order_by(SessionModel.started_at.desc(), SessionModel.session_id)
+            models = session.scalars(
+                select(SessionModel).order_by(
+                    SessionModel.started_at.desc(), SessionModel.session_id
+                )
             ).all()
-            wanted = {i for _, a, b in rows for i in (a, b) if i is not None}
+            return self._listed(session, models)
+
+    def listed(self, session_id: str) -> Listed:
+        """One session with its verdict and its latest run."""
+        with self._transaction() as session:
+            model = session.get(SessionModel, session_id)
+            if model is None:
+                raise NotFound(f"session {session_id!r} is not stored")
+            return self._listed(session, [model])[0]
+
+    def find_sessions(
+        self,
+        filters: SessionFilter | None = None,
+        *,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        """Sessions that pass `filters`, the latest ended first, `limit` at a time.
+
+        The cursor is the position after the last session of a page (its end time
+        and id): pages stay right while sessions are added.
+        """
+        filters = filters or SessionFilter()
+        if not 1 <= limit <= MAX_PAGE:
+            raise BadRequest("limit", f"must be between 1 and {MAX_PAGE}, got {limit}")
+        conditions = _filter_conditions(filters)
+        if cursor is not None:
+            ended, last_id = _decode_cursor(cursor)
+            conditions.append(
+                or_(
+                    SessionModel.ended_at < ended,
+                    and_(SessionModel.ended_at == ended, SessionModel.session_id < last_id),
+                )
+            )
+        with self._transaction() as session:
+            models = session.scalars(
+                select(SessionModel)
+                .where(*conditions)
+                .order_by(SessionModel.ended_at.desc(), SessionModel.session_id.desc())
+                .limit(limit + 1)
+            ).all()
+            items = self._listed(session, models[:limit])
+        more = len(models) > limit
+        return Page(items, _encode_cursor(models[limit - 1]) if more else None)
+
+    def session_ids(self, delivery_status: str, *, limit: int = 1000) -> list[str]:
+        """Ids of sessions whose current verdict is `delivery_status`, oldest ingested first."""
+        if delivery_status not in DELIVERY_STATUSES:
+            raise BadRequest("delivery_status", f"must be one of {', '.join(DELIVERY_STATUSES)}")
+        with self._transaction() as session:
+            return list(
+                session.scalars(
+                    select(SessionModel.session_id)
+                    .where(SessionModel.delivery_status == delivery_status)
+                    .order_by(SessionModel.ingested_at, SessionModel.session_id)
+                    .limit(limit)
+                )
+            )
+
+    def rates(self) -> Counts:
+        """Done and delivered counts over every session."""
+        return self.stats().totals
+
+    def stats(
+        self,
+        *,
+        day_from: date | None = None,
+        day_to: date | None = None,
+        group_by: str | None = None,
+    ) -> Stats:
+        """Counts of the sessions that ended from `day_from` to `day_to` (both included,
+        UTC days), in all and by `group_by` (day, week, agent, model, repo).
+
+        Read from `session_counts`, never from the sessions: the cost depends on the
+        number of days, agents, models and repositories, not on the number of sessions.
+        """
+        if group_by is not None and group_by not in GROUP_BY:
+            raise BadRequest("group_by", f"must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
+        if day_from is not None and day_to is not None and day_from > day_to:
+            raise BadRequest("from", f"{day_from} is after to={day_to}")
+        column = {
+            None: None,
+            "day": SessionCountModel.day,
+            "week": SessionCountModel.day,
+            "agent": SessionCountModel.agent_name,
+            "model": SessionCountModel.agent_model,
+            "repo": SessionCountModel.repo_name,
+        }[group_by]
+        keys = [] if column is None else [column]
+        query = select(
+            *keys,
+            SessionCountModel.done,
+            SessionCountModel.delivery_status,
+            func.sum(SessionCountModel.sessions),
+        ).group_by(*keys, SessionCountModel.done, SessionCountModel.delivery_status)
+        if day_from is not None:
+            query = query.where(SessionCountModel.day >= day_from)
+        if day_to is not None:
+            query = query.where(SessionCountModel.day <= day_to)
+        with self._transaction() as session:
+            rows = session.execute(query).all()
+        totals = Counts()
+        groups: dict[str, Counts] = {}
+        for row in rows:
+            *key, done, status, n = row
+            counts = Counts.of(bool(done), status, int(n or 0))
+            totals += counts
+            if key:
+                name = _group_key(group_by, key[0])
+                groups[name] = groups.get(name, Counts()) + counts
+        return Stats(
+            totals,
+            [Group(k, c) for k, c in sorted(groups.items()) if c.total],
+        )
+
+    def rejected(self, *, limit: int = 50, before_id: int | None = None) -> list[RejectedRow]:
+        """Reports that could not be read, newest first; `before_id` pages."""
+        query = select(
+            RejectedReportModel.id,
+            RejectedReportModel.received_at,
+            RejectedReportModel.source,
+            RejectedReportModel.field,
+            RejectedReportModel.problem,
+            RejectedReportModel.report_sha256,
+            RejectedReportModel.report_size,
+        )
+        if before_id is not None:
+            query = query.where(RejectedReportModel.id < before_id)
+        with self._transaction() as session:
+            rows = session.execute(query.order_by(RejectedReportModel.id.desc()).limit(limit)).all()
+        return [RejectedRow(*row) for row in rows]
+
+    def rejected_bytes(self, rejected_id: int) -> bytes:
+        """The bytes kept of a rejected report."""
+        with self._transaction() as session:
+            raw = session.scalar(
+                select(RejectedReportModel.report).where(RejectedReportModel.id == rejected_id)
+            )
+        if raw is None:
+            raise NotFound(f"rejected report {rejected_id} is not stored")
+        return raw
+
+    def _listed(self, session: Session, models: Sequence[SessionModel]) -> list[Listed]:
+        wanted = {i for m in models for i in (m.verdict_run_id, m.latest_run_id) if i is not None}
+        by_id: dict[int, RunRow] = {}
+        if wanted:
             runs = session.scalars(select(RunModel).where(RunModel.id.in_(wanted))).all()
             ids = select(RunModel.id).where(RunModel.id.in_(wanted))
             by_id = {run.id: run for run in _run_rows(session, runs, ids)}
-            return [
-                Listed(
-                    _session_row(s),
-                    None if v is None else by_id[v],
-                    None if last is None else by_id[last],
-                )
-                for s, v, last in rows
-            ]
-
-    def rates(self) -> Rates:
-        """Done and delivered counts; each session judged by its latest conclusive verdict."""
-        verdicts = _latest_run_ids(conclusive=True)
-        latest = _latest_run_ids()
-        verdict = RunModel.delivery_status
-        conclusive = verdicts.c.run_id.is_not(None)
-        with self._transaction() as session:
-            row = session.execute(
-                select(
-                    func.count(SessionModel.session_id),
-                    func.count().filter(SessionModel.done),
-                    func.count().filter(conclusive),
-                    func.count().filter(conclusive, SessionModel.done),
-                    func.count().filter(verdict == DeliveryStatus.DELIVERED.value),
-                    func.count().filter(verdict == DeliveryStatus.NOT_DELIVERED.value),
-                    func.count().filter(
-                        verdict == DeliveryStatus.NOT_DELIVERED.value, SessionModel.done
-                    ),
-                    func.count().filter(latest.c.run_id.is_(None)),
-                )
-                .outerjoin(verdicts, verdicts.c.session_id == SessionModel.session_id)
-                .outerjoin(RunModel, RunModel.id == verdicts.c.run_id)
-                .outerjoin(latest, latest.c.session_id == SessionModel.session_id)
-            ).one()
-        sessions, done, n, done_n, delivered, not_delivered, silent, never = row
-        return Rates(
-            sessions=sessions,
-            done=done,
-            conclusive=n,
-            done_conclusive=done_n,
-            delivered=delivered,
-            not_delivered=not_delivered,
-            silent_failures=silent,
-            inconclusive=sessions - n - never,
-            never_verified=never,
-            done_rate=done_n / n if n else None,
-            delivered_rate=delivered / n if n else None,
-        )
+        return [
+            Listed(
+                _session_row(m),
+                None if m.verdict_run_id is None else by_id[m.verdict_run_id],
+                None if m.latest_run_id is None else by_id[m.latest_run_id],
+            )
+            for m in models
+        ]
 
     def blob_digests(self, blob_ids: Collection[str]) -> dict[str, str]:
         """The cached SHA-256 of those blobs that have one: blob id -> digest."""
@@ -412,8 +708,13 @@ class Store:
             pass  # another worker cached the same blob meanwhile: a content address, same value
 
     @contextmanager
-    def _transaction(self) -> Iterator[Session]:
+    def _transaction(self, *, write: bool = False) -> Iterator[Session]:
+        """One transaction. `write`: one that reads then writes; on SQLite it takes
+        the write lock at once (BEGIN IMMEDIATE), as a reader that later writes can
+        find its snapshot stale and fail instead of waiting."""
         with _reachable(self._engine), self._sessions.begin() as session:
+            if write and self.dialect == "sqlite":
+                session.connection().exec_driver_sql("BEGIN IMMEDIATE")
             yield session
 
     def _find_session(self, session_id: str) -> SessionRow | None:
@@ -421,7 +722,7 @@ class Store:
             stored = session.get(SessionModel, session_id)
             return None if stored is None else _session_row(stored)
 
-    def _insert_session(self, report: Report) -> SessionRow:
+    def _insert_session(self, session: Session, report: Report) -> SessionRow:
         doc = report.doc
         row = SessionModel(
             session_id=doc.session_id,
@@ -432,6 +733,7 @@ class Store:
             repo_name=doc.repo.name,
             base_commit=doc.repo.base_commit,
             head_commit=doc.repo.head_commit,
+            branch=doc.repo.branch,
             raw_status=doc.status,
             status=report.status,
             done=report.done,
@@ -439,22 +741,23 @@ class Store:
             ended_at=doc.ended_at,
             report=report.raw,
             report_sha256=report.sha256,
+            delivery_status="pending",
         )
-        with self._transaction() as session:
-            session.add(row)
-            session.flush()
-            session.add_all(
-                ClaimedChangeModel(
-                    session_id=doc.session_id,
-                    ordinal=ordinal,
-                    path=change.path,
-                    action=change.action,
-                    sha256_before=change.sha256_before,
-                    sha256_after=change.sha256_after,
-                )
-                for ordinal, change in enumerate(doc.changes)
+        session.add(row)
+        session.flush()
+        session.add_all(
+            ClaimedChangeModel(
+                session_id=doc.session_id,
+                ordinal=ordinal,
+                path=change.path,
+                action=change.action,
+                sha256_before=change.sha256_before,
+                sha256_after=change.sha256_after,
             )
-            return _session_row(row)
+            for ordinal, change in enumerate(doc.changes)
+        )
+        self._count(session, row, "pending", +1)
+        return _session_row(row)
 
 
 def make_engine(url: str, *, read_only: bool = False) -> Engine:
@@ -638,13 +941,62 @@ def _sqlite_pragmas(dbapi_connection: DBAPIConnection, record: ConnectionPoolEnt
     cursor.close()
 
 
-def _latest_run_ids(conclusive: bool = False) -> Subquery:
-    """Subquery (session_id, run_id) of each session's latest run (runs only ever grow),
-    or, with `conclusive`, its latest delivered or not-delivered run."""
-    query = select(RunModel.session_id, func.max(RunModel.id).label("run_id"))
-    if conclusive:
-        query = query.where(RunModel.delivery_status.in_(CONCLUSIVE))
-    return query.group_by(RunModel.session_id).subquery()
+COUNT_KEY = ("day", "agent_name", "agent_model", "repo_name", "done", "delivery_status")
+
+
+def _group_key(group_by: str | None, value: Any) -> str:
+    if group_by in ("day", "week"):
+        day = value if isinstance(value, date) else date.fromisoformat(str(value))
+        if group_by == "week":
+            day -= timedelta(days=day.weekday())
+        return day.isoformat()
+    return str(value)
+
+
+def _filter_conditions(filters: SessionFilter) -> list[ColumnElement[bool]]:
+    if filters.delivery_status is not None and filters.delivery_status not in DELIVERY_STATUSES:
+        raise BadRequest(
+            "delivery_status",
+            f"must be one of {', '.join(DELIVERY_STATUSES)}, got {filters.delivery_status!r}",
+        )
+    equal = {
+        SessionModel.agent_name: filters.agent,
+        SessionModel.agent_model: filters.model,
+        SessionModel.repo_name: filters.repo,
+        SessionModel.status: filters.agent_status,
+        SessionModel.done: filters.done,
+        SessionModel.delivery_status: filters.delivery_status,
+        SessionModel.head_commit: filters.head_commit,
+        SessionModel.branch: filters.branch,
+    }
+    conditions: list[ColumnElement[bool]] = [
+        column == value for column, value in equal.items() if value is not None
+    ]
+    for name, moment in (("from", filters.ended_from), ("to", filters.ended_to)):
+        if moment is not None and (moment.tzinfo is None or moment.utcoffset() is None):
+            raise BadRequest(name, f"{moment.isoformat()} has no UTC offset")
+    if filters.ended_from is not None:
+        conditions.append(SessionModel.ended_at >= filters.ended_from)
+    if filters.ended_to is not None:
+        conditions.append(SessionModel.ended_at < filters.ended_to)
+    return conditions
+
+
+def _encode_cursor(model: SessionModel) -> str:
+    position = json.dumps([model.ended_at.astimezone(UTC).isoformat(), model.session_id])
+    return base64.urlsafe_b64encode(position.encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        ended, session_id = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        moment = datetime.fromisoformat(ended)
+        if moment.tzinfo is None or not isinstance(session_id, str):
+            raise ValueError("malformed position")
+    except (ValueError, TypeError, UnicodeDecodeError) as exc:
+        raise BadRequest("cursor", f"not a cursor this server gave out ({exc})") from None
+    return moment, session_id
 
 
 def _session_row(model: SessionModel) -> SessionRow:
