@@ -48,7 +48,8 @@ class TestResults:
         if self._store._read_only:
             return
         try:
-            with self._store._transaction() as session:
+            # Read then write: on SQLite the write lock is taken first (BEGIN IMMEDIATE).
+            with self._store._transaction(write=True) as session:
                 if session.get(TestResultCacheModel, key) is None:
                     session.add(
                         TestResultCacheModel(key=key, session_id=session_id, result=dict(result))
