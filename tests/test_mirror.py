@@ -21,6 +21,7 @@ from verifier.errors import ConfigError
 from verifier.findings import CheckStatus, DeliveryStatus
 from verifier.mirror import Mirror, MirrorError
 from verifier.pipeline import verify_report
+from verifier.runner import sandboxes_available
 from verifier.verify import Options
 
 BROKEN = "    return b - a\n"
@@ -266,3 +267,26 @@ def test_a_trusted_ref_is_read_at_the_remotes_current_tip(repo: GitRepo, tmp_pat
     verification = verify_report(raw, cfg, store=False).verification
     assert verification.delivery_status is DeliveryStatus.NOT_DELIVERED
     assert [f.code for f in verification.checks["changes"].findings] == ["change.base_untrusted"]
+
+
+@pytest.mark.skipif(not sandboxes_available(), reason="no sandbox works here")
+def test_the_mirrors_are_out_of_the_tests_reach(repo: GitRepo, tmp_path: Path) -> None:
+    """The mirror cache lies in a folder every run is shown: only hiding keeps it out, and
+    it keeps out every mirror, not only the one of the repository under test."""
+    shown = tmp_path / "shown"
+    url = bare_remote(repo, tmp_path / "remote.git")
+    mirror = Mirror(bare_remote(repo, tmp_path / "another.git"), shown / "mirrors")
+    mirror.ensure([repo.head()])  # another repository's mirror on this worker
+    needs = f"    open({str(mirror.path / 'HEAD')!r}, 'rb').close()\n    return a - b\n"
+    raw = to_bytes(fixed_session(repo, turns=fix_turns(replacement=needs)).report())
+    subprocess.run(
+        ["git", "-C", str(repo.path), "push", "-q", url, "HEAD:refs/heads/s"], check=True
+    )
+    calc = RepositoryConfig("calc", url=url, test_command=PYTEST, test_timeout_s=60)
+    config = Config(
+        repositories={"calc": calc}, mirror_cache=shown / "mirrors", sandbox_read_only=[str(shown)]
+    )
+    verification = verify_report(raw, config, store=False).verification
+    assert verification.delivery_status is DeliveryStatus.NOT_DELIVERED
+    assert [f.code for f in verification.checks["tests"].findings] == ["tests.failed"]
+    assert (mirror.path / "HEAD").is_file()  # it is there: the run could not see it
