@@ -11,6 +11,7 @@ functions; none of them opens the store and sequences the steps itself.
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import threading
 from collections.abc import Callable, Collection, Mapping
@@ -354,6 +355,11 @@ class _Database:
                     self._store = Store.open(self._url)
                 except InfrastructureError as exc:
                     self._problem = str(exc)
+                # Opening leaves cyclic garbage (the engines a migration check made) whose
+                # weakref callbacks would run in whichever thread collects next: often the
+                # main thread loading the trajectory, where the CLI's signal exception, if it
+                # lands in such a callback, is swallowed and the run is never stopped.
+                gc.collect()
             return self._store
 
     def admit(self, report: Report) -> None:
