@@ -14,6 +14,7 @@ import contextlib
 import gc
 import hashlib
 import threading
+import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -36,6 +37,8 @@ EXIT_CODES = {
 }
 # Fewer blobs than this are hashed rather than looked up: opening the store costs more.
 DIGEST_CACHE_MIN = 64
+# An open of the store slower than this migrated it (or waited for it): its garbage is collected.
+SLOW_OPEN_S = 0.1
 # What is kept of a report over `max_report_bytes`: its first bytes, beside the hash of the whole.
 KEPT_BYTES = 64 * 1024
 _CHUNK = 1 << 20
@@ -351,15 +354,18 @@ class _Database:
             if self._store is None and self._problem is None:
                 from verifier.store import Store
 
+                started = time.perf_counter()
                 try:
                     self._store = Store.open(self._url)
                 except InfrastructureError as exc:
                     self._problem = str(exc)
-                # Opening leaves cyclic garbage (the engines a migration check made) whose
-                # weakref callbacks would run in whichever thread collects next: often the
-                # main thread loading the trajectory, where the CLI's signal exception, if it
-                # lands in such a callback, is swallowed and the run is never stopped.
-                gc.collect()
+                if time.perf_counter() - started > SLOW_OPEN_S:
+                    # It migrated (a new embedded store): Alembic's tables are left as cyclic
+                    # garbage whose weakref callbacks would run in whichever thread collects
+                    # next, often the main thread loading the trajectory, where a signal's
+                    # exception landing in one is swallowed and the test run never stopped.
+                    # Collected here, in the thread that opened it, before the run.
+                    gc.collect()
             return self._store
 
     def admit(self, report: Report) -> None:
