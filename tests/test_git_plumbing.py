@@ -216,10 +216,15 @@ def test_opening_tells_bare_repositories_subfolders_and_plain_folders_apart(
     cases = {
         tmp_path / "gone": "does not exist",
         tmp_path / "plain": "is not a git repository",
-        tmp_path / "b.git": "is a bare repository",
+        tmp_path / "b.git" / "objects": "is not a git repository \\(it is inside",
         repo.path / "sub": "is not a git repository \\(it is inside",
     }
     for path, message in cases.items():
         with pytest.raises(InfrastructureError, match=message):
             Repository(path)
-    assert Repository(repo.path).root == repo.path.resolve()
+    opened = Repository(repo.path)
+    assert (opened.root, opened.bare) == (repo.path.resolve(), False)
+    bare = Repository(tmp_path / "b.git")  # a mirror: commits, no working tree
+    assert (bare.root, bare.bare) == ((tmp_path / "b.git").resolve(), True)
+    with pytest.raises(InfrastructureError, match="is a bare repository: no working tree"):
+        bare.worktree_paths()

@@ -1,8 +1,9 @@
 """Git plumbing: one hardened way to run git, one streaming blob reader. Internal and unstable.
 
-`verifier.repository` (the changes check's reads) and `verifier.snapshot` (the
-copy for the tests) are its users; nothing else should import it, and its
-names may change without notice.
+`verifier.repository` (the changes check's reads), `verifier.snapshot` (the
+copy for the tests) and `verifier.mirror` (fetches into a worker's mirror) are
+its users; nothing else should import it, and its names may change without
+notice.
 
 The repository is the agent's work, so git is run as on untrusted data:
 

@@ -13,6 +13,10 @@ Layers, later ones winning key by key:
    ``verifier.toml`` must not steer it;
 4. the environment: ``VERIFIER_DATABASE_URL``.
 
+A repository is given by ``path`` (a checkout on this machine) or ``url`` (for
+workers on other machines: fetched into a bare mirror under ``mirror_cache``,
+`verifier.mirror`), not both.
+
 The models are pydantic dataclasses: unknown keys are refused, and every error
 names the key (``repositories.calc.test_timeout``). Relative paths are relative
 to the folder of the file that gave them.
@@ -44,13 +48,14 @@ from verifier.errors import ConfigError
 
 DEFAULT_TEST_TIMEOUT_S = 600.0
 DEFAULT_MAX_REPORT_BYTES = 20 * 1000 * 1000
+DEFAULT_FETCH_TIMEOUT_S = 600.0
 SYSTEM_CONFIG_DIR = Path("/etc/verifier")
 CONFIG_NAME = "verifier.toml"
 
 _STRICT = ConfigDict(extra="forbid", populate_by_name=True)
 # Keys whose relative values are paths, relative to the folder of their file.
 _PATH_KEYS = {
-    "verifier": ("profiles_dir",),
+    "verifier": ("profiles_dir", "mirror_cache"),
     "repository": ("path", "python", "venv", "trusted_mirror"),
 }
 
@@ -59,6 +64,27 @@ def default_database_url() -> str:
     """The embedded default: a SQLite file in the user's data directory."""
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return f"sqlite:///{Path(base) / 'verifier' / 'verifier.sqlite3'}"
+
+
+def default_mirror_cache() -> Path:
+    """Where workers keep their bare mirrors of repositories given by url: the user's cache."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "verifier" / "mirrors"
+
+
+def _url(value: Any) -> Any:
+    """A repository url as git takes it; never one git would read as an option."""
+    if not isinstance(value, str):
+        return value
+    if not value or value != value.strip() or value.startswith("-"):
+        raise ValueError(
+            f"expected a git url (https://, ssh://, file://, host:path), got {value!r}"
+        )
+    if any(c in value for c in "\0\n\r"):
+        raise ValueError(f"a url holds no NUL or line break, got {value!r}")
+    if value.startswith("ext::"):
+        raise ValueError(f"the ext:: transport runs a command; not a url, got {value!r}")
+    return value
 
 
 def parse_command(value: Any, where: str) -> tuple[str, ...]:
@@ -132,6 +158,8 @@ class RepositoryConfig:
 
     name: str
     path: Path | None = None
+    # Instead of `path`: where workers fetch the repository from into a bare mirror.
+    url: Annotated[Text | None, BeforeValidator(_url)] = None
     test_command: Command = ()
     test_timeout_s: Seconds | None = Field(default=None, alias="test_timeout")
     # A change matching one of these globs fails, or is a note with on_change = "note".
@@ -161,6 +189,8 @@ class RepositoryConfig:
 
     @model_validator(mode="after")
     def _one_interpreter(self) -> RepositoryConfig:
+        if self.path is not None and self.url is not None:
+            raise ValueError("give path or url, not both")
         if self.python is not None and self.venv is not None:
             raise ValueError("give python or venv, not both")
         if self.results == "junit" and not self.results_junit:
@@ -211,6 +241,10 @@ def _database_url(value: Any) -> Any:
     return default_database_url() if value == "" else value
 
 
+def _mirror_cache(value: Any) -> Any:
+    return default_mirror_cache() if value == "" else value
+
+
 @dataclass(frozen=True, config=_STRICT)
 class Config:
     database_url: Annotated[Text, BeforeValidator(_database_url)] = field(
@@ -228,6 +262,12 @@ class Config:
     # A report is read whole before it is parsed: a larger one is refused while streaming.
     max_report_bytes: PositiveInt = DEFAULT_MAX_REPORT_BYTES
     profiles_dir: Path = field(default_factory=resources.profiles_dir)
+    # The bare mirrors of repositories given by url, one per url, each with its lock file.
+    mirror_cache: Annotated[Path, BeforeValidator(_mirror_cache)] = field(
+        default_factory=default_mirror_cache
+    )
+    # Seconds one fetch into a mirror may take before git is killed (inconclusive).
+    fetch_timeout_s: Seconds = Field(default=DEFAULT_FETCH_TIMEOUT_S, alias="fetch_timeout")
     repositories: Mapping[str, RepositoryConfig] = field(default_factory=dict)
     service: ServiceConfig = field(default_factory=ServiceConfig)
     # The file the operator's settings came from; None when only the defaults apply.

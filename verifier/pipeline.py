@@ -13,12 +13,14 @@ functions; none of them opens the store and sequences the steps itself.
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import threading
+import time
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from verifier.checks import Progress
 from verifier.config import DEFAULT_MAX_REPORT_BYTES, Config
@@ -40,6 +42,8 @@ EXIT_CODES = {
 }
 # Fewer blobs than this are hashed rather than looked up: opening the store costs more.
 DIGEST_CACHE_MIN = 64
+# An open of the store slower than this migrated it (or waited for it): its garbage is collected.
+SLOW_OPEN_S = 0.1
 # What is kept of a report over `max_report_bytes`: its first bytes, beside the hash of the whole.
 KEPT_BYTES = 64 * 1024
 _CHUNK = 1 << 20
@@ -173,8 +177,10 @@ def verify_report(
        ``max_report_bytes`` is refused unread: its first bytes and its hash are kept);
     2. a ``--repo`` that is not a git repository, or whose policy is in doubt
        (`check_policy`), is the operator's mistake (`ConfigError`), not a
-       verdict: nothing is stored;
-    3. verify; as soon as the whole report has loaded, while the tests run, it
+       verdict: nothing is stored; a repository given by ``url`` is fetched
+       into this worker's mirror (`mirrored`);
+    3. verify, the store serving as the cache of blob digests and of test
+       results; as soon as the whole report has loaded, while the tests run, it
        is stored as the session (a session id stored with other bytes raises
        `SessionConflict` and cancels the checks);
     4. record the run. A store we cannot reach does not stop the verification:
@@ -192,6 +198,7 @@ def verify_report(
         if options.repo_path is not None:
             _require_repository(options.repo_path)
         check_policy(config, report.doc.repo.name, options)
+        options, repo_problem = mirrored(config, report, options, progress)
 
         try:
             verification = verify(
@@ -201,6 +208,8 @@ def verify_report(
                 progress,
                 admit=None if db is None else db.admit,
                 digest_cache=db,
+                test_cache=db,
+                repo_problem=repo_problem,
             )
         except InvalidReport as exc:  # the trajectory, loaded while the tests ran
             keep(report.raw, exc)
@@ -231,7 +240,9 @@ def verify_session(
 
     1. read the stored report (`NotFound` when the session is not stored, or its
        bytes were pruned);
-    2. verify it with the configured repository and test command;
+    2. verify it with the configured repository (a repository given by ``url``
+       fetched into this worker's mirror, `mirrored`) and test command, the store
+       serving as the cache of blob digests and of test results;
     3. record the run with why it happened (`reason`), the queue's job and the
        worker that ran it, in one transaction that first calls `guard`: a guard
        that says False (the job is no longer this worker's) raises `LostJob` and
@@ -241,7 +252,10 @@ def verify_session(
     """
     report = parse_document(store.report_bytes(session_id))
     db = _Database.over(store)
-    verification = verify(report, config, Options(), digest_cache=db)
+    options, repo_problem = mirrored(config, report, Options())
+    verification = verify(
+        report, config, options, digest_cache=db, test_cache=db, repo_problem=repo_problem
+    )
     run_id = store.record_run(
         verification, reason=reason, job_id=job_id, worker=worker, guard=guard
     )
@@ -268,6 +282,32 @@ def reverify(
         raise ReportPruned(session_id, session.pruned_at)
     log_admin(store, actor=actor, action="session.reverify", subject=session_id)
     return queue.enqueue(session_id, reason)
+
+
+def mirrored(
+    config: Config, report: Report, options: Options, progress: Progress | None = None
+) -> tuple[Options, str | None]:
+    """`options` with the mirror of a repository given by ``url`` as its path, once it
+    holds the session's base and head; or `options` as they are and why not.
+
+    A ``--repo`` wins over the url. A fetch that fails is no verdict of its own:
+    the changes check reports it (``change.fetch_failed``), inconclusive.
+    """
+    repo = config.repository(options.repo_name or report.doc.repo.name)
+    if options.repo_path is not None or repo.url is None:
+        return options, None
+    from verifier.mirror import Mirror
+
+    mirror = Mirror(repo.url, config.mirror_cache, timeout_s=config.fetch_timeout_s)
+    commits = [c for c in (report.doc.repo.base_commit, report.doc.repo.head_commit) if c]
+    if progress is not None:
+        progress(f"fetching the session's commits into {mirror.path}")
+    try:
+        # With a trusted_ref the branches must be the remote's current ones.
+        path = mirror.ensure(commits, refresh=repo.trusted_ref is not None)
+    except InfrastructureError as exc:
+        return options, str(exc)
+    return replace(options, repo_path=path), None
 
 
 def check_policy(config: Config, report_name: str, options: Options) -> None:
@@ -369,7 +409,10 @@ class _Database:
     """The store for one verification, opened once, on first use, from any thread.
 
     It is also the changes check's blob digest cache: lookups of many blobs go to
-    the store, and new digests are written with the run.
+    the store, and new digests are written with the run; and the tests check's
+    `TestResultCache` (`verifier.store.cache`), written as soon as a result is
+    known, so another worker testing the same tree meanwhile can use it. Both
+    are only caches: a store that fails them costs time, never a verdict.
     """
 
     def __init__(self, url: str) -> None:
@@ -382,7 +425,7 @@ class _Database:
 
     @classmethod
     def over(cls, store: Store) -> _Database:
-        """The digest cache of a store the caller opened (and closes)."""
+        """The caches over a store the caller opened (and closes)."""
         db = cls(store.url)
         db._store = store
         db._owned = False
@@ -394,10 +437,18 @@ class _Database:
             if self._store is None and self._problem is None:
                 from verifier.store import Store
 
+                started = time.perf_counter()
                 try:
                     self._store = Store.open(self._url)
                 except InfrastructureError as exc:
                     self._problem = str(exc)
+                if time.perf_counter() - started > SLOW_OPEN_S:
+                    # It migrated (a new embedded store): Alembic's tables are left as cyclic
+                    # garbage whose weakref callbacks would run in whichever thread collects
+                    # next, often the main thread loading the trajectory, where a signal's
+                    # exception landing in one is swallowed and the test run never stopped.
+                    # Collected here, in the thread that opened it, before the run.
+                    gc.collect()
             return self._store
 
     def admit(self, report: Report) -> None:
@@ -417,6 +468,26 @@ class _Database:
     def put_many(self, digests: Mapping[str, str]) -> None:
         with self._lock:
             self._new_digests.update(digests)
+
+    def get(self, key: str) -> tuple[str, Mapping[str, Any]] | None:
+        store = self.store()
+        if store is None:
+            return None
+        from verifier.store.cache import TestResults
+
+        try:
+            return TestResults(store).get(key)
+        except InfrastructureError:
+            return None
+
+    def put(self, key: str, session_id: str, result: Mapping[str, Any]) -> None:
+        store = self.store()
+        if store is None:
+            return
+        from verifier.store.cache import TestResults
+
+        with contextlib.suppress(InfrastructureError):
+            TestResults(store).put(key, session_id, result)
 
     def record(self, verification: Verification) -> tuple[int | None, str]:
         store = self.store()

@@ -290,17 +290,24 @@ class History:
         return int(out.decode("ascii").strip())
 
 
-def _work_tree(git: Git, path: Path) -> Path:
-    """The root of the work tree at `path`, or raise: not a repository, bare, or a subfolder.
+def _work_tree(git: Git, path: Path) -> tuple[Path, bool]:
+    """The root of the repository at `path` and whether it is bare, or raise: not a
+    repository, or a folder inside one.
 
     One ``git rev-parse``, under the timeout of `git`. Its answers come in the
     order asked, so a bare repository is told by the first line even though
-    ``--show-toplevel`` then fails.
+    ``--show-toplevel`` then fails; its root is its git folder, which must be
+    `path` itself (``objects/`` of a bare repository is not that repository).
     """
     done = git.call("rev-parse", "--is-bare-repository", "--git-dir", "--show-toplevel")
     lines = done.stdout.decode("utf-8", "surrogateescape").splitlines()
-    if lines[:1] == ["true"]:
-        raise InfrastructureError(f"{str(path)!r} is a bare repository: no working tree")
+    if lines[:1] == ["true"] and len(lines) >= 2:
+        root = (path / lines[1]).resolve()
+        if root != path.resolve():
+            raise InfrastructureError(
+                f"{str(path)!r} is not a git repository (it is inside {str(root)!r})"
+            )
+        return root, True
     if done.returncode != 0 or len(lines) != 3:
         said = done.stderr.decode("utf-8", "replace").strip().splitlines()
         why = "" if not said or "not a git repository" in said[0] else f" (git: {said[0]})"
@@ -310,7 +317,7 @@ def _work_tree(git: Git, path: Path) -> Path:
         raise InfrastructureError(
             f"{str(path)!r} is not a git repository (it is inside {str(root)!r})"
         )
-    return root
+    return root, False
 
 
 def resolve_commits(git: Git, *revs: str | None) -> list[str | None]:
@@ -350,12 +357,18 @@ def resolve_commits(git: Git, *revs: str | None) -> list[str | None]:
 
 
 class Repository:
-    """A repository we read and never write."""
+    """A repository we read and never write: a work tree, or a bare repository.
+
+    A bare repository (a mirror the service fetches, `verifier.mirror`) has
+    commits and no working tree: commit mode reads it as it reads any other;
+    what reads the working tree (`worktree_paths`, `changed_in_worktree`)
+    raises. `bare` tells which.
+    """
 
     def __init__(
         self, path: Path, *, timeout_s: float = GIT_TIMEOUT_S, resolve: Sequence[str | None] = ()
     ) -> None:
-        """Open the work tree at `path`; with `resolve`, resolve those revs at the same time.
+        """Open the repository at `path`; with `resolve`, resolve those revs at the same time.
 
         The commits (`resolve_commits`) are resolved by a git run beside the
         ``rev-parse`` that tells what `path` is, both with ``cwd`` `path`: the
@@ -369,10 +382,11 @@ class Repository:
         if resolve:
             with ThreadPoolExecutor(1, thread_name_prefix="resolve") as pool:
                 resolving = pool.submit(resolve_commits, git, *resolve)
-                self.root = _work_tree(git, path)  # raised first: the resolution is not asked
+                # raised first: the resolution is not asked
+                self.root, self.bare = _work_tree(git, path)
             self._resolved = (tuple(resolve), resolving)
         else:
-            self.root = _work_tree(git, path)
+            self.root, self.bare = _work_tree(git, path)
         self._git = Git(self.root, timeout_s=timeout_s)
         # SHA-256 of the regular files `changed_in_worktree` read, so none is read twice:
         # of the bytes git would store (end-of-line attributes applied), as claims are.
@@ -639,6 +653,8 @@ class Repository:
 
     def worktree_paths(self) -> set[str]:
         """Tracked files plus untracked files that are not ignored."""
+        if self.bare:
+            raise InfrastructureError(f"{str(self.root)!r} is a bare repository: no working tree")
         out = self._run("ls-files", "-z", "--cached", "--others", "--exclude-standard")
         return {_decode(p) for p in out.split(b"\0") if p}
 

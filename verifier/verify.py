@@ -12,7 +12,7 @@ from pathlib import Path
 
 from verifier import __version__
 from verifier.cancel import CancelToken
-from verifier.checks import Check, Context, DigestCache, Progress, registered
+from verifier.checks import Check, Context, DigestCache, Progress, TestResultCache, registered
 from verifier.config import Config
 from verifier.contract import Report
 from verifier.errors import ConfigError
@@ -44,14 +44,18 @@ def verify(
     *,
     admit: Admit | None = None,
     digest_cache: DigestCache | None = None,
+    test_cache: TestResultCache | None = None,
     checks: Sequence[Check] | None = None,
+    repo_problem: str | None = None,
 ) -> Verification:
     """Decide whether the session of `report` delivered its work.
 
     1. resolve the repository: its policy is the configured one of
        ``--repo-name``, else of the report's ``repo.name``; its path ``--repo``,
        else the configured path (never the report's own ``repo.path``: a report
-       does not choose what it is checked against); then the test command and
+       does not choose what it is checked against); a repository given by
+       ``url`` comes as the path of its mirror (`verifier.pipeline`), or as
+       `repo_problem`, why it could not be fetched; then the test command and
        timeout;
     2. start every check (`verifier.checks.registered`), each in its own thread
        as soon as the checks it reads are done: changes, then the tests on the
@@ -66,6 +70,7 @@ def verify(
     log.info("verifying session %s (%s)", report.session_id, report.sha256)
 
     context = _context(report, config, options, progress, digest_cache)
+    context.test_cache, context.repo_problem = test_cache, repo_problem
 
     checks = registered() if checks is None else checks
     if not any(check.launches for check in checks):

@@ -62,6 +62,7 @@ RETRYABLE = frozenset(
         "change.git_failed",
         "change.base_missing",
         "change.trusted_ref_missing",
+        "change.fetch_failed",
         "tests.snapshot_failed",
         "tests.base_infra_failed",
         "tests.head_moved",

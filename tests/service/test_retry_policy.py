@@ -48,6 +48,16 @@ def test_an_unreachable_repository_is_infrastructure_and_is_retried_after_the_ba
     assert retry_due(runs, SERVICE) == T0 + dt.timedelta(seconds=60)
 
 
+def test_a_remote_that_could_not_be_fetched_is_infrastructure() -> None:
+    run = Run(
+        DeliveryStatus.INCONCLUSIVE,
+        T0,
+        result(changes=("error", ["change.fetch_failed"]), tests=("pass", []), audit=("pass", [])),
+    )
+    assert infrastructure_cause(run.result)
+    assert retry_due([run], SERVICE) == T0 + dt.timedelta(seconds=60)
+
+
 @pytest.mark.parametrize(
     "code",
     [

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from verifier._git import BlobDigestCache
 from verifier.cancel import CancelToken
@@ -25,12 +25,38 @@ from verifier.findings import CheckResult
 if TYPE_CHECKING:
     from verifier.contract import Report
 
-__all__ = ["Check", "Context", "DigestCache", "HeadState", "Progress", "registered"]
+__all__ = [
+    "Check",
+    "Context",
+    "DigestCache",
+    "HeadState",
+    "Progress",
+    "TestResultCache",
+    "registered",
+]
 
 T = TypeVar("T")
 # Blob id -> SHA-256 of its bytes, remembered across verifications (the store's, say).
 DigestCache = BlobDigestCache
 Progress = Callable[[str], None]
+
+
+class TestResultCache(Protocol):
+    """Conclusive test results by what decided them (`verifier.checks.tests.cache_key`).
+
+    The key is a SHA-256 over the tree actually tested, the test command, the
+    environment, the sandbox settings and the verifier's version: a tree tested
+    once under the same conditions is not tested again. The store keeps one
+    (`verifier.store.cache`); the first result put under a key is the one kept.
+    """
+
+    def get(self, key: str) -> tuple[str, Mapping[str, Any]] | None:
+        """The session first tested under `key` and its result, or None."""
+        ...
+
+    def put(self, key: str, session_id: str, result: Mapping[str, Any]) -> None:
+        """Keep `result` (JSON data) as the tests of `session_id` under `key`."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -65,6 +91,10 @@ class Context:
     cancel: CancelToken
     progress: Progress = lambda _line: None
     digest_cache: DigestCache | None = None
+    test_cache: TestResultCache | None = None
+    # Why `repo_path` is None though the repository is configured (its mirror could not
+    # fetch the session's commits): the changes check says so, inconclusive.
+    repo_problem: str | None = None
     results: dict[str, CheckResult] = field(default_factory=dict)
     # Set once the checks that `launch` long work (the test run) have started it, or
     # finished: CPU-heavy work that can wait (loading the SDK) waits for it, so it

@@ -2,7 +2,9 @@
 
 Steps of `check`:
 
-1. open the repository and resolve the base commit (missing: inconclusive),
+1. open the repository (a work tree, or a bare repository in commit mode:
+   worktree mode on a bare one is inconclusive) and resolve the base commit
+   (missing: inconclusive),
    which must be the tip of the configured ``trusted_ref``, if any, or an
    ancestor at most ``trusted_max_behind`` commits behind it, the ref read in
    ``trusted_mirror`` (required in worktree mode); and,
@@ -116,12 +118,14 @@ class ChangesCheck:
 
     def run(self, context: Context) -> CheckResult:
         doc = context.report.doc
+        if context.repo_path is None and context.repo_problem is not None:
+            return CheckResult.error(NAME, "change.fetch_failed", context.repo_problem)
         if context.repo_path is None:
             return CheckResult.error(
                 NAME,
                 "change.repo_unavailable",
                 f"no repository for {doc.repo.name!r}: pass --repo or set "
-                f"repositories.{doc.repo.name}.path in the configuration",
+                f"repositories.{doc.repo.name}.path (or .url) in the configuration",
             )
         return check(
             context.repo_path,
@@ -167,6 +171,15 @@ def _check(
     cache: BlobDigestCache | None,
 ) -> CheckResult:
     """Steps 1 to 5 on an open repository."""
+    if head_commit is None and repo.bare:
+        # Uncommitted work lives in a working tree; a bare repository (a mirror) has none.
+        return CheckResult.error(
+            NAME,
+            "change.repo_unavailable",
+            f"{str(repo.root)!r} is a bare repository: it holds commits but no working "
+            "tree, and the report has no head_commit (worktree mode); verify this "
+            "session against the repository the agent worked in",
+        )
     base, head = repo.resolve_commits(base_commit, head_commit)
     if base is None:
         return CheckResult.error(

@@ -46,6 +46,12 @@
    agree (`tests.results_disagree`). A run whose tests are not counted is an
    error (`tests.uncounted`), never a pass, unless the repository opted in to
    ``results = "exit-code"``.
+   With a `TestResultCache` (the store's), a conclusive result is kept under
+   `cache_key` (the tree of ``work/`` as it now is, the command, the
+   environment, the sandbox settings, the verifier's version) and, when that
+   key was decided before, reused instead of running: the details name the
+   session first tested (``cached_from``) and a note says so. An error is
+   never kept: the next verification runs the tests again.
 8. After a run that would pass, scan the files the session changed for code
    that reaches into the test machinery (`verifier.tampering`): a hit is
    `tests.tampering_suspected`, inconclusive, for a person to judge.
@@ -56,12 +62,16 @@ modified (see `verifier.snapshot`). The codes are listed in docs/findings.md.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import itertools
+import json
 import os
+import platform
 import shutil
 import stat
 import sys
+import sysconfig
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -70,10 +80,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from verifier import results, runner, tampering
+from verifier import __version__, results, runner, tampering
 from verifier._git import Git
 from verifier.cancel import CancelToken
-from verifier.checks import Context, HeadState
+from verifier.checks import Context, HeadState, TestResultCache
 from verifier.config import Config, RepositoryConfig
 from verifier.errors import InfrastructureError
 from verifier.findings import CheckResult, CheckStatus, Finding
@@ -81,9 +91,9 @@ from verifier.resources import tampering_patterns_file
 from verifier.results import Channel, Counts, PytestRun, UnreadableResults
 from verifier.runner import RunnerNotFound, RunOutcome, SandboxUnavailable
 from verifier.snapshot import SnapshotError, SnapshotInfo, materialize, temp_parent
-from verifier.testinfra import TestInfraError, use_base_test_infra
+from verifier.testinfra import TestInfraError, is_test_infra, use_base_test_infra
 
-__all__ = ["NAME", "check"]
+__all__ = ["NAME", "cache_key", "check", "tree_digest"]
 
 NAME = "tests"
 # pytest's "no tests collected"; unittest's "no tests ran" since Python 3.12.
@@ -133,6 +143,8 @@ class TestsCheck:
             cancel=context.cancel,
             on_start=context.launched.set,
             base_commit=head.base_commit,
+            cache=context.test_cache,
+            session_id=context.report.session_id,
         )
         if result.status is CheckStatus.PASS:
             # The run passed: was it the code's doing, or did the code reach into the runner?
@@ -155,6 +167,8 @@ def check(
     cancel: CancelToken | None = None,
     on_start: Callable[[], None] | None = None,
     base_commit: str | None = None,
+    cache: TestResultCache | None = None,
+    session_id: str = "",
 ) -> CheckResult:
     """Run the configured test command on a copy of the head state and judge the outcome.
 
@@ -162,7 +176,9 @@ def check(
     `repository` says how the results are read and which interpreter runs them;
     `cancel` stops the run (its process group killed, `Cancelled` raised);
     `on_start` is called once the test process exists. With `base_commit`, the
-    test infrastructure comes from there (`verifier.testinfra`).
+    test infrastructure comes from there (`verifier.testinfra`). With `cache`,
+    a conclusive result is kept as `session_id`'s, and one kept for the same
+    `cache_key` is reused instead of running the tests.
     """
     repo_config = repository or RepositoryConfig(name="")
     started = time.monotonic()
@@ -216,6 +232,15 @@ def check(
             infra_notes = _base_test_infra(repo_path, base_commit, work, repo_config)
         except TestInfraError as exc:
             return _error(started, "tests.base_infra_failed", str(exc), mode=mode)
+
+        key = None
+        if cache is not None:
+            tree = tree_digest(work, snapshot, repo_config.test_paths)
+            key = cache_key(tree, command, argv, timeout_s, config, repo_config)
+            hit = _cache_get(cache, key)
+            if hit is not None:
+                say(f"tests not run: this tree was tested for session {hit[0]}")
+                return _timed(_from_cache(hit, mode, snapshot, infra_notes), started)
 
         kind, is_pytest = _results_kind(argv, command, repo_config), _runs_pytest(argv)
         read: dict[str, Any] = {"source": kind}
@@ -283,7 +308,9 @@ def check(
             started,
         )
     if outcome.sandbox == "none" and config.network_isolation == "off":
-        infra_notes = (*infra_notes, 'network_isolation = "off": nothing was isolated')
+        isolation: tuple[str, ...] = ('network_isolation = "off": nothing was isolated',)
+    else:
+        isolation = ()
     if not findings and kind == "uncounted":
         # Exit 0 from a runner we cannot count proves nothing ran ("Ran 0 tests"
         # exits 0 too): the question stays open rather than passing.
@@ -298,13 +325,170 @@ def check(
             found="exit code 0, tests not counted",
         )
         return _timed(
-            CheckResult(NAME, CheckStatus.ERROR, (uncounted,), details, notes=infra_notes), started
+            CheckResult(
+                NAME, CheckStatus.ERROR, (uncounted,), details, notes=(*isolation, *infra_notes)
+            ),
+            started,
         )
     result = CheckResult.from_findings(NAME, findings, details)
     if kind == "exit-code":
         note = 'tests not counted: results = "exit-code" judges the run by its exit code alone'
         result = replace(result, notes=(note,))
+    result = replace(result, notes=(*result.notes, *isolation))
+    if cache is not None and key is not None:
+        _cache_put(cache, key, session_id, result)
     return _timed(replace(result, notes=result.notes + infra_notes), started)
+
+
+def tree_digest(work: Path, snapshot: SnapshotInfo, test_paths: Sequence[str]) -> str:
+    """SHA-256 over every file and link of the copy as the tests will see it: its
+    path, its permission bits and the SHA-256 of its bytes, or its link target.
+
+    Read after the test infrastructure came from the base (`verifier.testinfra`),
+    so two heads that differ only in tests that are not run are the same tree.
+    A file the copy wrote is taken from `snapshot`'s digests; only test
+    infrastructure (which the base may have replaced) and files it does not know
+    are read again.
+    """
+    digest = hashlib.sha256()
+    for folder, dirs, names in os.walk(work):
+        dirs.sort()
+        rel_folder = Path(folder).relative_to(work)
+        for name in sorted([*names, *(d for d in dirs if (Path(folder) / d).is_symlink())]):
+            path = Path(folder) / name
+            rel = (rel_folder / name).as_posix()
+            info = os.lstat(path)
+            if stat.S_ISLNK(info.st_mode):
+                entry = f"link {os.readlink(path)}"
+            else:
+                known = None if is_test_infra(rel, test_paths) else snapshot.digests.get(rel)
+                if known is None:
+                    with open(path, "rb") as fh:
+                        known = hashlib.file_digest(fh, "sha256").hexdigest()
+                entry = f"file {stat.S_IMODE(info.st_mode):o} {known}"
+            digest.update(os.fsencode(rel) + b"\0" + entry.encode("utf-8", "surrogateescape"))
+            digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def cache_key(
+    tree: str,
+    command: Sequence[str],
+    argv: Sequence[str],
+    timeout_s: float,
+    config: Config,
+    repository: RepositoryConfig,
+) -> str:
+    """SHA-256 over what decides a test run's result: the tree tested (`tree_digest`),
+    the command as configured and as run, its timeout and how its results are read,
+    the environment (interpreters, their installed packages, PATH, the platform),
+    the sandbox settings, and the verifier's version."""
+    interpreter = argv[0] if argv else ""
+    decided = {
+        "tree": tree,
+        "command": list(command),
+        "argv": list(argv),
+        "timeout_s": timeout_s,
+        "results": [repository.results, list(repository.results_junit)],
+        "environment": {
+            "python": interpreter,
+            "python_resolved": os.path.realpath(interpreter) if interpreter else "",
+            "verifier_python": [sys.executable, sys.version],
+            "python_config": str(repository.python) if repository.python else None,
+            "venv": str(repository.venv) if repository.venv else None,
+            "site_packages": _site_packages(repository),
+            "path": os.environ.get("PATH") or runner.DEFAULT_PATH,
+            "platform": [platform.platform(), platform.machine()],
+        },
+        "sandbox": {
+            "network_isolation": config.network_isolation,
+            "limits": _limits(config),
+            "read_only": [str(p) for p in (*config.sandbox_read_only, *repository.read_only_paths)],
+            "output_excerpt_bytes": config.output_excerpt_bytes,
+        },
+        "verifier": __version__,
+    }
+    encoded = json.dumps(decided, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(encoded.encode("utf-8")).hexdigest()
+
+
+def _limits(config: Config) -> dict[str, int]:
+    limits = config.limits
+    return {
+        "memory_mb": limits.memory_mb,
+        "processes": limits.processes,
+        "open_files": limits.open_files,
+        "file_size_mb": limits.file_size_mb,
+        "cpu_s": limits.cpu_s,
+        "tmp_mb": limits.tmp_mb,
+    }
+
+
+def _site_packages(repository: RepositoryConfig) -> dict[str, int]:
+    """When each interpreter's installed packages last changed (a folder's mtime moves
+    when a package is installed or removed): a new dependency is a new environment."""
+    if repository.venv is not None:
+        folders = glob.glob(str(repository.venv / "lib" / "python*" / "site-packages"))
+    else:
+        folders = [sysconfig.get_paths()["purelib"]]
+    stamps: dict[str, int] = {}
+    for folder in sorted(folders):
+        try:
+            stamps[folder] = os.stat(folder).st_mtime_ns
+        except OSError:
+            stamps[folder] = -1
+    return stamps
+
+
+def _cache_get(cache: TestResultCache, key: str) -> tuple[str, Mapping[str, Any]] | None:
+    """A kept result that reads as one (`_from_cache`), or None: a cache never decides."""
+    hit = cache.get(key)
+    if hit is None:
+        return None
+    session_id, kept = hit
+    if not isinstance(kept, Mapping) or kept.get("status") not in ("pass", "fail"):
+        return None
+    findings = kept.get("findings")
+    if not isinstance(findings, list) or not all(isinstance(f, Mapping) for f in findings):
+        return None
+    return session_id, kept
+
+
+def _from_cache(
+    hit: tuple[str, Mapping[str, Any]],
+    mode: str,
+    snapshot: SnapshotInfo,
+    infra_notes: tuple[str, ...],
+) -> CheckResult:
+    """The result kept for this tree, with this copy's own facts and notes."""
+    session_id, kept = hit
+    findings = tuple(
+        Finding(
+            str(f["code"]),
+            str(f["message"]),
+            **{k: str(f[k]) for k in ("path", "expected", "found") if f.get(k) is not None},
+        )
+        for f in kept["findings"]
+    )
+    details = dict(kept.get("details") or {})
+    details.update(mode=mode, snapshot=_snapshot_details(snapshot), cached_from=session_id)
+    note = (
+        f"tests not run: this tree was tested under the same command, environment and "
+        f"sandbox for session {session_id}, and its result is reused (cached_from)"
+    )
+    notes = tuple(str(n) for n in kept.get("notes") or ())
+    return CheckResult(
+        NAME, CheckStatus(kept["status"]), findings, details, notes=(*notes, *infra_notes, note)
+    )
+
+
+def _cache_put(cache: TestResultCache, key: str, session_id: str, result: CheckResult) -> None:
+    """Keep a conclusive result: a pass or a failure, never an error."""
+    if result.status not in (CheckStatus.PASS, CheckStatus.FAIL):
+        return
+    kept = result.to_dict()
+    kept["details"] = {k: v for k, v in kept["details"].items() if k not in ("mode", "snapshot")}
+    cache.put(key, session_id, kept)
 
 
 # Credentials of the verifier's user that the code under test has no business reading.
@@ -343,7 +527,11 @@ def _base_test_infra(
 def _hidden_paths(repo_path: Path, config: Config, keep: Sequence[Path]) -> list[Path]:
     """What the sandbox covers: the checked repository, our configuration and database,
     and the user's credential files; never a path that holds what the run needs."""
-    candidates = [repo_path.resolve(), Path.home() / ".local" / "share" / "verifier"]
+    candidates = [
+        repo_path.resolve(),
+        Path.home() / ".local" / "share" / "verifier",
+        config.mirror_cache.resolve(),  # every repository's mirror, not only this one
+    ]
     if config.source is not None:
         candidates.append(config.source.resolve())
     scheme, _, rest = config.database_url.partition(":///")
@@ -715,12 +903,16 @@ def _details(
         "sandbox_notes": list(outcome.notes),
         "limits": dict(outcome.limits),
         "limits_not_applied": list(outcome.limits_not_applied),
-        "snapshot": {
-            "files": snapshot.files,
-            "bytes": snapshot.bytes,
-            "symlinks": snapshot.symlinks,
-            "skipped": [{"path": s.path, "reason": s.reason} for s in snapshot.skipped],
-        },
+        "snapshot": _snapshot_details(snapshot),
+    }
+
+
+def _snapshot_details(snapshot: SnapshotInfo) -> dict[str, Any]:
+    return {
+        "files": snapshot.files,
+        "bytes": snapshot.bytes,
+        "symlinks": snapshot.symlinks,
+        "skipped": [{"path": s.path, "reason": s.reason} for s in snapshot.skipped],
     }
 
 
