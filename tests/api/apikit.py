@@ -106,7 +106,10 @@ def verification(
 @contextmanager
 def serve(app: FastAPI) -> Iterator[str]:
     """Run `app` under uvicorn on a free port in a thread; yields its base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP named, as `verifier serve` (uvicorn's create_server) has it: asyncio sets
+    # TCP_NODELAY on accepted sockets only then; without it every keep-alive answer waits
+    # for the client's delayed ACK (40 ms).
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tests.benchmarks import (
+    api_ingest,
     audit_trail,
     changes,
     real_project,
@@ -42,6 +43,7 @@ BENCHMARKS: dict[str, Callable[[Path, int], Result]] = {
     "report": report_load.run,
     "ingest": store_ingest.run,
     "stats": store_stats.run,
+    "api": api_ingest.run,
     "retest": retest.run,
 }
 DOC = Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md"
