@@ -8,6 +8,7 @@ connection, one is opened as the store opens its own for migrating.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from logging.config import fileConfig
 
 from alembic import context
@@ -24,6 +25,19 @@ if config.config_file_name is not None:
     fileConfig(config.config_file_name, disable_existing_loggers=False)
 
 
+# Procrastinate's job queue lives in the same PostgreSQL database (migration 0005 applies
+# its schema); its tables, types and functions are not our models, so autogenerate and
+# `alembic check` leave every name with this prefix alone.
+QUEUE_PREFIX = "procrastinate_"
+
+
+def include_name(name: str | None, type_: str, parent_names: Mapping[str, str | None]) -> bool:
+    """False for the queue's tables and everything on them (their indexes, constraints)."""
+    if type_ == "table":
+        return not (name or "").startswith(QUEUE_PREFIX)
+    return not (parent_names.get("table_name") or "").startswith(QUEUE_PREFIX)
+
+
 def _url() -> str:
     return config.get_main_option("sqlalchemy.url") or Config.load().database_url
 
@@ -35,6 +49,7 @@ def _run(connection: Connection) -> None:
         # SQLite alters most things by copying the table; batch mode does that for us.
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        include_name=include_name,
     )
     with context.begin_transaction():
         context.run_migrations()
@@ -49,6 +64,7 @@ def run_migrations_offline() -> None:
         literal_binds=True,
         render_as_batch=url.startswith("sqlite"),
         compare_type=True,
+        include_name=include_name,
     )
     with context.begin_transaction():
         context.run_migrations()

@@ -266,6 +266,59 @@ def db_upgrade_cmd(config_path: Path | None) -> None:
     _emit("database is at the latest revision\n")
 
 
+@main.command("serve", short_help="The HTTP API, verifying in the background.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
+@click.option(
+    "--no-worker",
+    is_flag=True,
+    help="Serve the API only; `verifier worker` processes verify (PostgreSQL).",
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    help="Verifications at once in this process (default: service.concurrency).",
+)
+@config_option
+def serve_cmd(
+    host: str, port: int, no_worker: bool, concurrency: int | None, config_path: Path | None
+) -> None:
+    """Serve the API; verify posted sessions in this process unless --no-worker.
+
+    Stops on SIGTERM or SIGINT within 15 s: test runs killed, nothing recorded for
+    them, their sessions left to verify again.
+    """
+    from verifier.service import serve
+
+    raise _Exit(
+        serve(
+            Config.load(config_path),
+            host=host,
+            port=port,
+            worker=not no_worker,
+            concurrency=concurrency,
+        )
+    )
+
+
+@main.command("worker", short_help="Run verification jobs from the PostgreSQL queue.")
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    help="Verifications at once in this process (default: service.concurrency).",
+)
+@config_option
+def worker_cmd(concurrency: int | None, config_path: Path | None) -> None:
+    """Verify queued sessions until stopped (PostgreSQL; on SQLite, `serve` verifies).
+
+    Stops on SIGTERM or SIGINT within 15 s: test runs killed, their jobs released
+    for another worker.
+    """
+    from verifier.service import run_worker
+
+    raise _Exit(run_worker(Config.load(config_path), concurrency))
+
+
 @main.group("token")
 def token_group() -> None:
     """API tokens: create, list, revoke (each act goes into the admin log)."""

@@ -168,6 +168,45 @@ class RepositoryConfig:
         return self
 
 
+def _cron(value: Any) -> Any:
+    import croniter  # type: ignore[import-untyped]
+
+    if not isinstance(value, str) or not croniter.croniter.is_valid(value):
+        raise ValueError(
+            f"expected a cron expression (5 fields, or 6 with seconds last), got {value!r}"
+        )
+    return value
+
+
+@dataclass(frozen=True, config=_STRICT)
+class ServiceConfig:
+    """How `verifier serve` and `verifier worker` run verifications (verifier/service.py)."""
+
+    # Verifications at once in one process (each runs its own test process).
+    concurrency: PositiveInt = 2
+    # A worker whose heartbeat is older than this is taken for dead: its jobs go back to
+    # the queue for another worker. Heartbeats are sent every third of it.
+    stalled_after_s: Seconds = 30.0
+    # When the periodic work runs, once per deployment: stalled jobs retried, inconclusive
+    # sessions re-verified, delivered ones re-checked. Cron, a 6th field for seconds.
+    maintenance_cron: Annotated[str, BeforeValidator(_cron)] = "* * * * *"
+    # A session inconclusive for an infrastructure cause is verified again after
+    # retry_base_s, then twice as long after each inconclusive run, at most retry_cap_s
+    # apart, until it has had retry_max_runs inconclusive runs.
+    retry_base_s: Seconds = 300.0
+    retry_cap_s: Seconds = 21600.0
+    retry_max_runs: PositiveInt = 8
+    # Re-check delivered sessions this long after their verdict (did the branch lose the
+    # change?); 0: never.
+    recheck_delivered_s: Annotated[float, Field(ge=0, strict=True)] = 0.0
+
+    @model_validator(mode="after")
+    def _cap_over_base(self) -> ServiceConfig:
+        if self.retry_cap_s < self.retry_base_s:
+            raise ValueError("retry_cap_s must be at least retry_base_s")
+        return self
+
+
 def _database_url(value: Any) -> Any:
     return default_database_url() if value == "" else value
 
@@ -190,6 +229,7 @@ class Config:
     max_report_bytes: PositiveInt = DEFAULT_MAX_REPORT_BYTES
     profiles_dir: Path = field(default_factory=resources.profiles_dir)
     repositories: Mapping[str, RepositoryConfig] = field(default_factory=dict)
+    service: ServiceConfig = field(default_factory=ServiceConfig)
     # The file the operator's settings came from; None when only the defaults apply.
     source: Path | None = None
 
@@ -221,11 +261,14 @@ class Config:
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], source: Path | None = None) -> Config:
         """Validate a TOML document whose relative paths are already resolved."""
-        unknown = set(data) - {"verifier", "repositories"}
+        unknown = set(data) - {"verifier", "repositories", "service"}
         if unknown:
-            raise ConfigError(f"unknown tables {sorted(unknown)}: expected verifier, repositories")
+            raise ConfigError(
+                f"unknown tables {sorted(unknown)}: expected verifier, repositories, service"
+            )
         main, repos = data.get("verifier", {}), data.get("repositories", {})
-        for key, table in (("verifier", main), ("repositories", repos)):
+        service = data.get("service", {})
+        for key, table in (("verifier", main), ("repositories", repos), ("service", service)):
             if not isinstance(table, Mapping):
                 raise ConfigError(f"{key}: expected a table")
         tables = {}
@@ -234,7 +277,9 @@ class Config:
                 raise ConfigError(f"repositories.{name}: expected a table")
             tables[name] = {**_results_table(table, f"repositories.{name}.results"), "name": name}
         try:
-            return _CONFIG.validate_python({**main, "repositories": tables, "source": source})
+            return _CONFIG.validate_python(
+                {**main, "repositories": tables, "service": service, "source": source}
+            )
         except ValidationError as exc:
             raise _config_error(exc, source) from None
 
@@ -350,7 +395,7 @@ def _results_table(table: Mapping[str, Any], where: str) -> dict[str, Any]:
 def _config_error(exc: ValidationError, source: Path | None) -> ConfigError:
     error = exc.errors()[0]
     loc = [str(part) for part in error["loc"]]
-    if loc and loc[0] != "repositories":
+    if loc and loc[0] not in ("repositories", "service"):
         loc.insert(0, "verifier")
     problem = error["msg"]
     if error["type"] == "unexpected_keyword_argument":

@@ -5,7 +5,9 @@ functions; none of them opens the store and sequences the steps itself.
 
 * `submit`: bytes in, a stored session out (or the bytes kept as rejected);
 * `verify_report`: bytes in, a verdict out, stored as a run unless told not to;
-* `record`: a verdict appended to its session's runs.
+* `record`: a verdict appended to its session's runs;
+* `verify_session`: a stored session verified again from its stored bytes (the
+  workers' step), and `reverify`, which asks the queue for that.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ from verifier.findings import DeliveryStatus, Verification
 from verifier.verify import Options, verify
 
 if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+    from verifier.queue import Queue
     from verifier.store import SessionRow, Store
 
 EXIT_CODES = {
@@ -122,12 +127,17 @@ def submit(
     source: str,
     *,
     max_report_bytes: int = DEFAULT_MAX_REPORT_BYTES,
+    queue: Queue | None = None,
 ) -> tuple[SessionRow, bool]:
     """Store a report's bytes as a session; True when new.
 
     Bytes that cannot be read as a report are kept with why, and `InvalidReport`
     is raised (of a report over `max_report_bytes`, its first bytes and the hash
     of the whole); other bytes under a stored session id raise `SessionConflict`.
+    With a `queue`, a new session's verification is queued: in the transaction
+    that stores it when the queue lives in the same database (PostgreSQL), else
+    once it is stored (the in-process pool, which also picks up pending sessions
+    when it starts).
     """
     from verifier.contract import parse_report
 
@@ -135,7 +145,11 @@ def submit(
         _keep(store, kept, source, exc)
 
     report = _read(raw, max_report_bytes, parse_report, keep)
-    return store.ingest(report)
+    on_insert = None if queue is None else queue.on_insert(report.session_id, "ingest")
+    row, new = store.ingest(report, on_insert=on_insert)
+    if new and queue is not None and on_insert is None:
+        queue.enqueue(report.session_id, "ingest")
+    return row, new
 
 
 def record(store: Store, verification: Verification) -> int:
@@ -199,6 +213,48 @@ def verify_report(
     finally:
         if db is not None:
             db.close()
+
+
+def verify_session(
+    store: Store,
+    session_id: str,
+    config: Config,
+    *,
+    reason: str,
+    job_id: int | None = None,
+    worker: str | None = None,
+    guard: Callable[[Connection], bool] | None = None,
+) -> Outcome:
+    """Verify a stored session from the bytes it was received as, and record the run.
+
+    The workers' step, the same checks and the same record as `verify_report`:
+
+    1. read the stored report (`NotFound` when the session is not stored, or its
+       bytes were pruned);
+    2. verify it with the configured repository and test command;
+    3. record the run with why it happened (`reason`), the queue's job and the
+       worker that ran it, in one transaction that first calls `guard`: a guard
+       that says False (the job is no longer this worker's) raises `LostJob` and
+       nothing is written. A store that cannot be written raises
+       `InfrastructureError`, for the queue to retry.
+    """
+    report = parse_document(store.report_bytes(session_id))
+    db = _Database.over(store)
+    verification = verify(report, config, Options(), digest_cache=db)
+    run_id = store.record_run(
+        verification, reason=reason, job_id=job_id, worker=worker, guard=guard
+    )
+    db.save_digests()
+    return Outcome(verification, run_id, f"stored as run {run_id}")
+
+
+def reverify(store: Store, session_id: str, queue: Queue, *, reason: str = "reverify") -> bool:
+    """Queue a stored session for another verification; False when one is already waiting.
+
+    `NotFound` when the session is not stored.
+    """
+    store.get_session(session_id)
+    return queue.enqueue(session_id, reason)
 
 
 def check_policy(config: Config, report_name: str, options: Options) -> None:
@@ -309,6 +365,15 @@ class _Database:
         self._store: Store | None = None
         self._problem: str | None = None
         self._new_digests: dict[str, str] = {}
+        self._owned = True
+
+    @classmethod
+    def over(cls, store: Store) -> _Database:
+        """The digest cache of a store the caller opened (and closes)."""
+        db = cls(store.url)
+        db._store = store
+        db._owned = False
+        return db
 
     def store(self) -> Store | None:
         """The open store, or None when it cannot be used (`problem` says why)."""
@@ -348,11 +413,15 @@ class _Database:
             run_id = record(store, verification)
         except InfrastructureError as exc:
             return None, f"not stored: {exc}"
-        if len(self._new_digests) >= DIGEST_CACHE_MIN:
-            with contextlib.suppress(InfrastructureError):  # only a cache
-                store.add_blob_digests(self._new_digests)
+        self.save_digests()
         return run_id, f"stored as run {run_id}"
 
+    def save_digests(self) -> None:
+        """Write the digests the changes check computed, when they are worth a write."""
+        if self._store is not None and len(self._new_digests) >= DIGEST_CACHE_MIN:
+            with contextlib.suppress(InfrastructureError):  # only a cache
+                self._store.add_blob_digests(self._new_digests)
+
     def close(self) -> None:
-        if self._store is not None:
+        if self._store is not None and self._owned:
             self._store.close()

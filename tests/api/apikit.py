@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -40,12 +40,12 @@ def bearer(secret: str) -> dict[str, str]:
 
 
 class RecordingQueue:
-    """The queue the API is handed, recording what it is asked to do.
+    """A `verifier.queue.Queue` that records what it is asked to do.
 
-    Stands in for `verifier.queue` (built beside this API in issue 7): the
-    API's side of that contract is `enqueue(session_id, reason)` and
-    `reachable()`, which is what these tests check. Like the in-process queue,
-    it cannot join the transaction that stores a session (`on_insert` is None).
+    The API's side of the queue is `enqueue(session_id, reason)` (through the
+    pipeline) and `reachable()`; these tests check what the API asks, not how a
+    queue runs jobs (tests/service does). Like `LocalQueue`, it cannot join the
+    transaction that stores a session (`on_insert` is None), so `enqueue` follows.
     """
 
     def __init__(self) -> None:
@@ -55,9 +55,12 @@ class RecordingQueue:
     def on_insert(self, session_id: str, reason: str) -> None:
         return None
 
-    def enqueue(self, session_id: str, reason: str) -> bool:
+    def enqueue(self, session_id: str, reason: str, *, after_run: int | None = None) -> bool:
         self.jobs.append((session_id, reason))
         return True
+
+    def busy(self, session_ids: Collection[str]) -> set[str]:
+        return {sid for sid, _ in self.jobs} & set(session_ids)
 
     def reachable(self) -> str | None:
         return self.down

@@ -34,10 +34,15 @@ def error_of(response_json: dict[str, object]) -> dict[str, object]:
 # -- POST /v1/sessions ------------------------------------------------------------------
 
 
-def test_a_new_report_is_accepted_as_pending(client: TestClient, tokens: dict[str, str]) -> None:
-    status, body = post(client, make_report_bytes("s-new"), tokens["ingest"])
+def test_a_new_report_is_accepted_as_pending_and_queued_once(
+    client: TestClient, tokens: dict[str, str], queue: RecordingQueue
+) -> None:
+    raw = make_report_bytes("s-new")
+    status, body = post(client, raw, tokens["ingest"])
     assert status == 202
     assert body == {"session_id": "s-new", "status": "pending", "url": "/v1/sessions/s-new"}
+    assert post(client, raw, tokens["ingest"])[0] == 200
+    assert queue.jobs == [("s-new", "ingest")]
     shown = client.get("/v1/sessions/s-new", headers=bearer(tokens["read"])).json()
     assert shown["delivery_status"] == "pending" and shown["runs"] == [] and shown["checks"] == {}
 
@@ -228,6 +233,8 @@ def test_pages_follow_the_cursor_to_the_end_without_repeats(
         ("from=yesterday", "from"),
         ("to=2026-11-29T10:00:00", "to"),  # no UTC offset
         ("cursor=not-a-cursor", "cursor"),
+        ("agent=a%00b", "agent"),  # PostgreSQL text cannot hold NUL
+        ("from=0001-01-01T00:00:00%2B01:00", "from"),  # before year 1 in UTC
     ],
 )
 def test_a_bad_filter_is_a_400_naming_the_parameter(
@@ -345,6 +352,23 @@ def test_rejected_bodies_page_newest_first(client: TestClient, tokens: dict[str,
 def test_an_unknown_rejected_body_is_a_404(client: TestClient, tokens: dict[str, str]) -> None:
     response = client.get("/v1/rejected/999", headers=bearer(tokens["admin"]))
     assert response.status_code == 404 and error_of(response.json())["code"] == "not_found"
+
+
+@pytest.mark.parametrize(
+    ("path", "field"),
+    [
+        ("/v1/rejected/4294967296", "rejected_id"),  # ids are 32-bit on PostgreSQL
+        ("/v1/rejected?before=4294967296", "before"),
+        ("/v1/sessions/a%00b", "session_id"),
+        ("/v1/sessions/" + "x" * 129, "session_id"),
+    ],
+)
+def test_ids_no_database_could_hold_are_a_400_not_a_query(
+    client: TestClient, tokens: dict[str, str], path: str, field: str
+) -> None:
+    response = client.get(path, headers=bearer(tokens["admin"]))
+    assert response.status_code == 400, response.text
+    assert error_of(response.json())["field"] == field
 
 
 # -- probes, and what is not a route -----------------------------------------------------------
