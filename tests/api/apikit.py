@@ -12,10 +12,12 @@ from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
+from sqlalchemy import NullPool, create_engine, text
 
 from verifier.auth import SCOPES
 from verifier.config import Config
 from verifier.findings import CheckResult, CheckStatus, Finding, Verification, decide
+from verifier.queue import LocalQueue, PostgresQueue, Queue
 from verifier.store import Store
 from verifier.store.tokens import create_token
 
@@ -127,3 +129,41 @@ def serve(app: FastAPI) -> Iterator[str]:
         server.should_exit = True
         thread.join(30)
         sock.close()
+
+
+class RealQueue:
+    """The queue `verifier serve` would use on this engine, and the jobs it was given.
+
+    PostgreSQL: procrastinate's table (`PostgresQueue`), jobs read back from it.
+    SQLite: the in-process pool (`LocalQueue`), whose verification is replaced by
+    recording the session: what is queued, not how it is verified, is tested here.
+    """
+
+    def __init__(self, database_url: str) -> None:
+        self._url = database_url
+        self._lock = threading.Lock()
+        self._ran: list[str] = []
+        self.queue: Queue
+        if database_url.startswith("postgresql"):
+            self.queue = PostgresQueue(database_url)
+        else:
+            self.queue = LocalQueue(self._record, concurrency=2)
+
+    def _record(self, session_id: str, reason: str, after_run: int | None) -> None:
+        with self._lock:
+            self._ran.append(session_id)
+
+    def jobs(self) -> list[str]:
+        """The session of each job given, sorted; waits for the pool on SQLite."""
+        if isinstance(self.queue, LocalQueue):
+            self.queue.close(wait=True)
+            return sorted(self._ran)
+        engine = create_engine(self._url, poolclass=NullPool)
+        with engine.connect() as connection:
+            rows = connection.execute(text("SELECT queueing_lock FROM procrastinate_jobs"))
+            found = sorted(row[0] for row in rows)
+        engine.dispose()
+        return found
+
+    def close(self) -> None:
+        self.queue.close()

@@ -1,6 +1,7 @@
 """`verifier serve` with this API, as a user runs it: a token made by `verifier token
 create`, a report posted over HTTP, verified in the background, and the verdict in
-`GET /v1/sessions/{id}`, `/v1/stats` and `/metrics`."""
+`GET /v1/sessions/{id}`, `/v1/stats` and `/metrics`; on SQLite (verified in the serve
+process's pool) and on PostgreSQL (through the procrastinate queue)."""
 
 from __future__ import annotations
 
@@ -22,9 +23,9 @@ def free_port() -> int:
 
 
 def test_a_posted_report_is_verified_in_the_background_and_shows_in_stats_and_metrics(
-    repo: GitRepo, tmp_path: Path
+    repo: GitRepo, tmp_path: Path, db_url: str
 ) -> None:
-    url = f"sqlite:///{tmp_path / 'serve.sqlite3'}"
+    url = db_url
     config = write_config(tmp_path, repo, QUICK, database_url=url)
     env = environment(config, url)
     tokens = {}
