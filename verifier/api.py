@@ -45,6 +45,7 @@ from verifier.errors import (
     InfrastructureError,
     InvalidReport,
     NotFound,
+    ReportPruned,
     SessionConflict,
     VerifierError,
 )
@@ -55,7 +56,7 @@ from verifier.store import Counts as StoreCounts
 from verifier.store import Listed, RunRow, SessionFilter, SessionRow, Store
 from verifier.store.db import HEAD_REVISION
 from verifier.store.probes import schema_revision
-from verifier.store.tokens import TokenRow, authenticate, log_admin
+from verifier.store.tokens import TokenRow, authenticate
 
 log = logging.getLogger("verifier.api")
 
@@ -290,6 +291,8 @@ async def _on_verifier_error(request: Request, exc: Exception) -> Response:
         return _error(400, "bad_request", exc.problem, exc.field)
     if isinstance(exc, SessionConflict):
         return _error(409, "conflict", str(exc), "session_id")
+    if isinstance(exc, ReportPruned):
+        return _error(410, "pruned", str(exc))
     if isinstance(exc, NotFound):
         return _error(404, "not_found", str(exc))
     if isinstance(exc, InfrastructureError):
@@ -518,7 +521,7 @@ def _routes(app: FastAPI) -> None:
         response_model=Reverify,
         tags=["sessions"],
         summary="Verify a session again (admin)",
-        responses=_errors(401, 403, 404, 503),
+        responses=_errors(401, 403, 404, 410, 503),
     )
     async def reverify(session_id: SessionId, token: Admin, service: Service) -> Reverify:
         """Queue a new verification; the act goes into the admin log first."""
@@ -677,8 +680,9 @@ async def _read_body(request: Request, limit: int) -> bytes | Oversized:
 
 
 def _submit(service: _Service, raw: bytes | Oversized, source: str) -> tuple[SessionRow, bool]:
-    """The one call into the pipeline for a posted report: stored, and its verification
-    queued (in the transaction that stores it, where the queue can join it)."""
+    """The one call into the pipeline for a posted report."""
+    # The pipeline queues a new session's verification, in the transaction that
+    # stores it when the queue lives in the same database (PostgreSQL).
     return pipeline.submit(
         service.store,
         raw,
@@ -690,9 +694,7 @@ def _submit(service: _Service, raw: bytes | Oversized, source: str) -> tuple[Ses
 
 def _reverify(service: _Service, session_id: str, actor: str) -> None:
     assert service.queue is not None
-    service.store.get_session(session_id)  # NotFound: nothing logged, nothing queued
-    log_admin(service.store, actor=actor, action="session.reverify", subject=session_id)
-    pipeline.reverify(service.store, session_id, service.queue)
+    pipeline.reverify(service.store, session_id, service.queue, actor=actor)
 
 
 def _readiness(service: _Service) -> dict[str, str]:

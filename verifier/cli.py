@@ -266,6 +266,107 @@ def db_upgrade_cmd(config_path: Path | None) -> None:
     _emit("database is at the latest revision\n")
 
 
+@db_group.command("copy", short_help="Copy the embedded store to an empty PostgreSQL database.")
+@click.option(
+    "--to",
+    "target",
+    required=True,
+    metavar="URL",
+    envvar="VERIFIER_COPY_TO",
+    help="The PostgreSQL database, empty (also $VERIFIER_COPY_TO, to keep a password "
+    "out of the process list).",
+)
+@config_option
+@format_option
+def db_copy_cmd(target: str, config_path: Path | None, fmt: str) -> None:
+    """Copy the configured SQLite store into an empty PostgreSQL database, migrated first.
+
+    The copy is checked before it is committed: row counts and a SHA-256 of every
+    table on both sides, and each report against its report_sha256. Progress goes
+    to stderr.
+    """
+    from verifier.store.maintenance import copy_store
+
+    config = Config.load(config_path)
+    result = copy_store(config.database_url, target, progress=render.progress_printer())
+    if fmt == "json":
+        _emit(render.dumps(result.to_dict()))
+        return
+    lines = [f"copied {result.source} to {result.target} in {result.seconds:.1f}s"]
+    lines += [f"  {t.table:<20} {t.rows:>10,} rows  sha256 {t.sha256}" for t in result.tables]
+    lines.append(
+        "verified: row counts and SHA-256 of every table match, and "
+        f"{result.reports_checked:,} reports match their report_sha256 "
+        f"({result.reports_pruned:,} pruned)"
+    )
+    if result.pending:
+        lines.append(f"{result.pending:,} sessions are not verified yet")
+    lines.append("point database_url at the new database to use it")
+    _emit("\n".join(lines) + "\n")
+
+
+@main.command("prune", short_help="Drop old report bytes and test logs; verdicts stay.")
+@click.option(
+    "--before",
+    required=True,
+    metavar="DATE",
+    help="Sessions that ended before this date (YYYY-MM-DD, midnight UTC, or an ISO datetime).",
+)
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@config_option
+@format_option
+def prune_cmd(before: str, yes: bool, config_path: Path | None, fmt: str) -> None:
+    """Drop the report bytes and test logs of sessions that ended before DATE (admin).
+
+    Verdicts, findings, check statuses and every hash are kept; a pruned session
+    can never be verified again. Sessions never verified keep their report.
+    Export the evidence you must keep first.
+    """
+    import getpass
+    from datetime import UTC, datetime
+
+    from verifier.store import Store
+    from verifier.store.maintenance import parse_cutoff, plan_prune, prune
+
+    cutoff = parse_cutoff(before, datetime.now(UTC))
+    config = Config.load(config_path)
+    click.echo(
+        "verifier: pruning drops report bytes and test logs for good; export the evidence "
+        "you must keep before pruning",
+        err=True,
+    )
+    with Store.open(config.database_url) as store:
+        plan = plan_prune(store, cutoff)
+        click.echo(
+            f"verifier: {plan.sessions:,} sessions ended before {before} "
+            f"({plan.report_bytes:,} report bytes, {plan.runs:,} runs); "
+            f"{plan.kept_unverified:,} never verified are kept",
+            err=True,
+        )
+        if not yes:
+            try:
+                confirmed = click.confirm("Prune them?", err=True)
+            except click.exceptions.Abort:
+                raise ConfigError("--yes: no answer to the confirmation; pass --yes") from None
+            if not confirmed:
+                click.echo("verifier: nothing was pruned", err=True)
+                raise _Exit(1)
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):
+            user = str(os.getuid())
+        result = prune(store, cutoff, actor=f"cli:{user}", progress=render.progress_printer())
+    if fmt == "json":
+        _emit(render.dumps(result.to_dict()))
+        return
+    _emit(
+        f"pruned {result.sessions:,} sessions ended before {before}: "
+        f"{result.report_bytes:,} report bytes and {result.log_bytes:,} bytes of test logs "
+        f"from {result.runs:,} runs ({result.bytes_freed:,} bytes in all); verdicts, findings "
+        f"and hashes are kept (admin log entry {result.admin_log_id})\n"
+    )
+
+
 @main.command("serve", short_help="The HTTP API, verifying in the background.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)

@@ -10,6 +10,8 @@ configuration mistake (`ConfigError`, exit 2), a conflict in the store
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 
 class VerifierError(Exception):
     """Root of every error the verifier raises on purpose."""
@@ -65,6 +67,24 @@ class LostJob(VerifierError):
     job went to another worker): its result is discarded, the other worker's stands."""
 
     exit_code = 3
+
+
+class ReportPruned(NotFound):
+    """A session's report bytes were dropped by `verifier prune`; its verdicts remain."""
+
+    def __init__(self, session_id: str, pruned_at: datetime | None) -> None:
+        self.session_id = session_id
+        self.pruned_at = pruned_at
+        when = (
+            "at an unknown time"
+            if pruned_at is None
+            else "on " + pruned_at.astimezone(UTC).isoformat().replace("+00:00", "Z")
+        )
+        super().__init__(
+            f"session {session_id!r}: its report was pruned {when} (`verifier prune`); its "
+            "verdicts, findings and report_sha256 are kept, but without the bytes it cannot "
+            "be verified again or exported"
+        )
 
 
 class InfrastructureError(VerifierError):

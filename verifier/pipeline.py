@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, BinaryIO
 from verifier.checks import Progress
 from verifier.config import DEFAULT_MAX_REPORT_BYTES, Config
 from verifier.contract import Report, parse_document
-from verifier.errors import ConfigError, InfrastructureError, InvalidReport
+from verifier.errors import ConfigError, InfrastructureError, InvalidReport, ReportPruned
 from verifier.findings import DeliveryStatus, Verification
 from verifier.verify import Options, verify
 
@@ -236,7 +236,8 @@ def verify_session(
        worker that ran it, in one transaction that first calls `guard`: a guard
        that says False (the job is no longer this worker's) raises `LostJob` and
        nothing is written. A store that cannot be written raises
-       `InfrastructureError`, for the queue to retry.
+       `InfrastructureError`, for the queue to retry;
+    4. count the run's check durations in this process's metrics.
     """
     report = parse_document(store.report_bytes(session_id))
     db = _Database.over(store)
@@ -245,15 +246,27 @@ def verify_session(
         verification, reason=reason, job_id=job_id, worker=worker, guard=guard
     )
     db.save_digests()
+    from verifier.metrics import observe_run  # this process's /metrics histogram
+
+    observe_run(verification)
     return Outcome(verification, run_id, f"stored as run {run_id}")
 
 
-def reverify(store: Store, session_id: str, queue: Queue, *, reason: str = "reverify") -> bool:
+def reverify(
+    store: Store, session_id: str, queue: Queue, *, actor: str, reason: str = "reverify"
+) -> bool:
     """Queue a stored session for another verification; False when one is already waiting.
 
-    `NotFound` when the session is not stored.
+    An administrative act: it goes into the admin log (who, when), then into the
+    queue. `NotFound` when the session is not stored, `ReportPruned` when its report
+    was pruned: nothing logged, nothing queued.
     """
-    store.get_session(session_id)
+    from verifier.store.tokens import log_admin
+
+    session = store.get_session(session_id)
+    if session.pruned_at is not None:
+        raise ReportPruned(session_id, session.pruned_at)
+    log_admin(store, actor=actor, action="session.reverify", subject=session_id)
     return queue.enqueue(session_id, reason)
 
 

@@ -54,7 +54,16 @@ KILL_EVERY_S = 0.2
 
 
 def with_concurrency(config: Config, concurrency: int | None) -> Config:
-    """The configuration with ``--concurrency`` in force."""
+    """The configuration of a service process, with ``--concurrency`` in force.
+
+    As a service, ``network_isolation = "auto"`` means ``"required"``: on the command
+    line a missing sandbox falls back with a note (and a passing run is inconclusive);
+    a service that quietly ran every session unsandboxed would be worse, so a worker
+    with no sandbox refuses to test at all (inconclusive, "tests.isolation_unavailable").
+    ``"off"`` stays off: an operator who wrote it meant it.
+    """
+    if config.network_isolation == "auto":
+        config = replace(config, network_isolation="required")
     if concurrency is None:
         return config
     if concurrency < 1:

@@ -29,6 +29,13 @@ SESSION_INDEXES = {
     "ix_sessions_head_commit": ["head_commit"],
 }
 CONCLUSIVE = "('delivered', 'not_delivered')"
+# The dimensions of session_counts, with the SQL of each one's key.
+DIMENSIONS = {
+    "all": "''",
+    "agent": "agent_name",
+    "model": "coalesce(agent_model, '')",
+    "repo": "repo_name",
+}
 
 
 def upgrade() -> None:
@@ -74,36 +81,30 @@ def upgrade() -> None:
         "session_counts",
         sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
         sa.Column("day", sa.Date(), nullable=False),
-        sa.Column("agent_name", sa.Text(), nullable=False),
-        sa.Column("agent_model", sa.Text(), nullable=False),
-        sa.Column("repo_name", sa.Text(), nullable=False),
+        sa.Column("dimension", sa.String(8), nullable=False),
+        sa.Column("key", sa.Text(), nullable=False),
         sa.Column("done", sa.Boolean(), nullable=False),
         sa.Column("delivery_status", sa.String(32), nullable=False),
         sa.Column("sessions", sa.BigInteger(), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_session_counts")),
         sa.UniqueConstraint(
-            "day",
-            "agent_name",
-            "agent_model",
-            "repo_name",
-            "done",
-            "delivery_status",
-            name="uq_session_counts_key",
+            "day", "dimension", "key", "done", "delivery_status", name="uq_session_counts_key"
         ),
     )
-    op.create_index(op.f("ix_session_counts_day"), "session_counts", ["day"], unique=False)
+    op.create_index(
+        "ix_session_counts_dimension_day", "session_counts", ["dimension", "day"], unique=False
+    )
     day = (
         "date(ended_at)"
         if op.get_bind().dialect.name == "sqlite"
         else "CAST(ended_at AT TIME ZONE 'UTC' AS date)"
     )
-    op.execute(
-        "INSERT INTO session_counts "
-        "(day, agent_name, agent_model, repo_name, done, delivery_status, sessions) "
-        f"SELECT {day}, agent_name, coalesce(agent_model, ''), repo_name, done, "
-        "delivery_status, count(*) FROM sessions "
-        f"GROUP BY {day}, agent_name, coalesce(agent_model, ''), repo_name, done, delivery_status"
-    )
+    for dimension, key in DIMENSIONS.items():
+        op.execute(
+            "INSERT INTO session_counts (day, dimension, key, done, delivery_status, sessions) "
+            f"SELECT {day}, '{dimension}', {key}, done, delivery_status, count(*) FROM sessions "
+            "GROUP BY 1, 3, 4, 5"
+        )
 
     op.create_table(
         "api_tokens",
@@ -168,7 +169,7 @@ def downgrade() -> None:
         op.drop_table("admin_log")
         op.execute("DROP FUNCTION IF EXISTS admin_log_append_only()")
     op.drop_table("api_tokens")
-    op.drop_index(op.f("ix_session_counts_day"), table_name="session_counts")
+    op.drop_index("ix_session_counts_dimension_day", table_name="session_counts")
     op.drop_table("session_counts")
     with op.batch_alter_table("verification_runs") as batch:
         batch.drop_column("worker")

@@ -291,6 +291,31 @@ def test_reverifying_an_unknown_session_is_a_404_and_neither_logged_nor_queued(
         assert [e.action for e in admin_log(store)] == ["token.create"] * 4
 
 
+def test_reverifying_a_pruned_session_is_a_410_and_neither_logged_nor_queued(
+    client: TestClient, tokens: dict[str, str], queue: RecordingQueue, db_url: str
+) -> None:
+    from datetime import UTC, datetime
+
+    from verifier.store.maintenance import prune
+
+    post(client, make_report_bytes("s-old"), tokens["ingest"])
+    queue.jobs.clear()
+    with Store.open(db_url) as store:
+        store.record_run(verification("s-old"))  # only verified sessions are pruned
+        prune(store, datetime(2026, 11, 30, tzinfo=UTC), actor="cli:test")
+        logged = len(admin_log(store))
+    response = client.post("/v1/sessions/s-old/verify", headers=bearer(tokens["admin"]))
+    assert response.status_code == 410
+    error = error_of(response.json())
+    assert error["code"] == "pruned" and "pruned" in str(error["problem"])
+    assert queue.jobs == []
+    with Store.open(db_url) as store:
+        assert len(admin_log(store)) == logged
+    # The verdict is still there to read.
+    shown = client.get("/v1/sessions/s-old", headers=bearer(tokens["read"])).json()
+    assert shown["delivery_status"] == "delivered"
+
+
 def test_reverify_without_a_queue_is_a_503(sqlite_url: str) -> None:
     tokens = make_tokens(sqlite_url)
     with TestClient(create_app(make_config(sqlite_url))) as client:

@@ -78,6 +78,7 @@ def test_sessions_stored_while_serving_are_verified_once_each_in_process(
         )
     )
     reports = sessions(repo, 12)
+    timed_before = _timed("tests")
     with background(config) as (bg, store):
         for raw in reports:
             _, new = submit(store, raw, "test", queue=bg.queue)
@@ -88,6 +89,18 @@ def test_sessions_stored_while_serving_are_verified_once_each_in_process(
         idle(bg)
         for i in range(12):
             assert reasons(store, f"s-{i:04d}") == [("delivered", "ingest")]
+    # Each run's check durations went into this process's /metrics histogram.
+    assert _timed("tests") == timed_before + 12
+
+
+def _timed(check: str) -> float:
+    from verifier.metrics import CHECK_SECONDS
+
+    for metric in CHECK_SECONDS.collect():
+        for sample in metric.samples:
+            if sample.name.endswith("_count") and sample.labels == {"check": check}:
+                return sample.value
+    return 0.0
 
 
 def test_sessions_left_pending_are_verified_when_serve_starts(

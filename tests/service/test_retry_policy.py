@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from verifier.config import Config, ServiceConfig
 from verifier.errors import ConfigError
 from verifier.findings import DeliveryStatus
+from verifier.service import with_concurrency
 from verifier.worker import RETRYABLE, infrastructure_cause, retry_delay_s, retry_due
 
 T0 = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
@@ -109,3 +111,17 @@ def test_service_settings_are_read_from_their_table() -> None:
     config = Config.from_mapping({"service": {"concurrency": 4, "retry_max_runs": 2}})
     assert replace(config.service, concurrency=4).retry_max_runs == 2
     assert config.service.concurrency == 4
+
+
+@pytest.mark.parametrize(
+    ("given", "in_force"), [("auto", "required"), ("required", "required"), ("off", "off")]
+)
+def test_a_service_requires_the_sandbox_that_the_command_line_only_prefers(
+    tmp_path: Path, given: str, in_force: str
+) -> None:
+    path = tmp_path / "verifier.toml"
+    path.write_text(f'[verifier]\nnetwork_isolation = "{given}"\n')
+    config = Config.load(path, environ={})
+    assert config.network_isolation == given
+    assert with_concurrency(config, None).network_isolation == in_force
+    assert with_concurrency(config, 3).service.concurrency == 3

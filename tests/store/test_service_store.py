@@ -301,3 +301,31 @@ def test_concurrent_runs_of_many_sessions_keep_the_counts(store: Store) -> None:
     assert errors == []
     assert store.rates() == brute_counts(store)
     assert sum(len(store.runs(n)) for n in names) == 48
+
+
+def test_migration_0004_fills_the_verdicts_and_counts_of_an_older_store(store: Store) -> None:
+    """Down to 0003 (no verdict columns, no counts) and up again: the backfill must
+    give what the store keeps run by run."""
+    from store.test_migrations import alembic
+
+    store.ingest(report("a", agent="x", model="m1"))
+    store.ingest(report("b", "error", agent="y", ended="2026-11-28T09:00:00Z"))
+    store.ingest(report("c", repo="r2"))
+    store.record_run(verification("a", changes=MISSING))
+    store.record_run(verification("a", tests=TIMEOUT))
+    store.record_run(verification("b", tests=TIMEOUT))
+    kept = {g: store.stats(group_by=g) for g in (None, "day", "agent", "model", "repo")}
+    statuses = {listed.session.session_id: listed.delivery_status for listed in store.sessions()}
+    url = store.url
+    store.close()
+
+    alembic(url, "downgrade", "0003")
+    alembic(url, "upgrade", "head")
+    with Store.open(url) as again:
+        assert {g: again.stats(group_by=g) for g in kept} == kept
+        assert (
+            {listed.session.session_id: listed.delivery_status for listed in again.sessions()}
+            == statuses
+            == {"a": "not_delivered", "b": "inconclusive", "c": "pending"}
+        )
+        assert again.rates() == brute_counts(again)

@@ -31,6 +31,7 @@ from sqlalchemy import (
     create_engine,
     event,
     func,
+    insert,
     inspect,
     or_,
     select,
@@ -56,18 +57,19 @@ from verifier.errors import (
     InfrastructureError,
     LostJob,
     NotFound,
+    ReportPruned,
     SessionConflict,
 )
 from verifier.findings import CheckStatus, DeliveryStatus, Finding, Verification
 from verifier.store.models import (
     BlobDigestModel,
     CheckResultModel,
-    ClaimedChangeModel,
     FindingModel,
     RejectedReportModel,
     RunModel,
     SessionCountModel,
     SessionModel,
+    utcnow,
 )
 
 if TYPE_CHECKING:  # the contract's models load the google-genai SDK; the store never needs it
@@ -281,6 +283,7 @@ class Store:
     def __init__(self, engine: Engine, read_only: bool = False) -> None:
         self._engine = engine
         self._read_only = read_only
+        self._count_upsert = _count_upsert(engine.dialect.name)
         self._sessions = sessionmaker(engine, expire_on_commit=False)
 
     @classmethod
@@ -343,21 +346,29 @@ class Store:
         transaction that inserts a new session, after the row is written (the queue
         defers the session's job there, so that a report and its job commit together).
         """
+        # Core statements on one connection, not the ORM's unit of work: a third of the
+        # time per report (tests/benchmarks/store_ingest.py), and ingest is the hot path.
         try:
-            with self._transaction(write=True) as session:
-                stored = session.get(SessionModel, report.session_id)
-                if stored is None:
-                    row = self._insert_session(session, report)
+            with _reachable(self._engine), self._engine.begin() as connection:
+                if self.dialect == "sqlite":
+                    connection.exec_driver_sql("BEGIN IMMEDIATE")
+                by_id = _SESSIONS.c.session_id == report.session_id
+                if (
+                    connection.execute(select(_SESSIONS.c.report_sha256).where(by_id)).first()
+                    is None
+                ):
+                    row = self._insert_session(connection, report)
                     if on_insert is not None:
-                        on_insert(session.connection())
+                        on_insert(connection)
                     return row, True
-                stored_row = _session_row(stored)
+                found = connection.execute(select(*_SESSION_ROW_COLUMNS).where(by_id)).one()
+                stored_row = SessionRow(**found._mapping)
         except IntegrityError:
             # Another writer (PostgreSQL) stored this id between our read and our insert.
-            found = self._find_session(report.session_id)
-            if found is None:
+            again = self._find_session(report.session_id)
+            if again is None:
                 raise
-            stored_row = found
+            stored_row = again
         if stored_row.report_sha256 != report.sha256:
             raise SessionConflict(report.session_id, stored_row.report_sha256, report.sha256)
         return stored_row, False
@@ -440,22 +451,18 @@ class Store:
             self._count(session, stored, after, +1)
 
     def _count(self, session: Session, stored: SessionModel, status: str, delta: int) -> None:
-        """Add `delta` to the sessions counted in `status` for `stored`'s group."""
-        insert = pg_insert if self.dialect == "postgresql" else sqlite_insert
-        statement = insert(SessionCountModel).values(
-            day=stored.ended_at.astimezone(UTC).date(),
-            agent_name=stored.agent_name,
-            agent_model=stored.agent_model or "",
-            repo_name=stored.repo_name,
-            done=stored.done,
-            delivery_status=status,
-            sessions=delta,
-        )
+        """Add `delta` to the sessions counted in `status` for `stored`, in each dimension."""
         session.execute(
-            statement.on_conflict_do_update(
-                index_elements=list(COUNT_KEY),
-                set_={"sessions": SessionCountModel.sessions + statement.excluded.sessions},
-            )
+            self._count_upsert,
+            _count_rows(
+                stored.ended_at,
+                stored.agent_name,
+                stored.agent_model,
+                stored.repo_name,
+                stored.done,
+                status,
+                delta,
+            ),
         )
 
     def reject(
@@ -495,12 +502,16 @@ class Store:
     def report_bytes(self, session_id: str) -> bytes:
         """The report exactly as it was received."""
         with self._transaction() as session:
-            raw = session.scalar(
-                select(SessionModel.report).where(SessionModel.session_id == session_id)
-            )
-        if raw is None:
+            row = session.execute(
+                select(SessionModel.report, SessionModel.pruned_at).where(
+                    SessionModel.session_id == session_id
+                )
+            ).first()
+        if row is None:
             raise NotFound(f"session {session_id!r} is not stored")
-        return raw
+        if row.report is None:
+            raise ReportPruned(session_id, row.pruned_at)
+        return bytes(row.report)
 
     def runs(self, session_id: str) -> list[RunRow]:
         """Every run of a session, oldest first."""
@@ -565,14 +576,20 @@ class Store:
         return Page(items, _encode_cursor(models[limit - 1]) if more else None)
 
     def session_ids(self, delivery_status: str, *, limit: int = 1000) -> list[str]:
-        """Ids of sessions whose current verdict is `delivery_status`, oldest ingested first."""
+        """Ids of sessions whose current verdict is `delivery_status`, oldest ingested first;
+        pruned sessions are left out (they cannot be verified again)."""
         if delivery_status not in DELIVERY_STATUSES:
             raise BadRequest("delivery_status", f"must be one of {', '.join(DELIVERY_STATUSES)}")
         with self._transaction() as session:
             return list(
                 session.scalars(
                     select(SessionModel.session_id)
-                    .where(SessionModel.delivery_status == delivery_status)
+                    # A pruned session can never be verified again: offering it to the
+                    # periodic work would fail each round, and fill its batch (oldest first).
+                    .where(
+                        SessionModel.delivery_status == delivery_status,
+                        SessionModel.pruned_at.is_(None),
+                    )
                     .order_by(SessionModel.ingested_at, SessionModel.session_id)
                     .limit(limit)
                 )
@@ -592,28 +609,31 @@ class Store:
         """Counts of the sessions that ended from `day_from` to `day_to` (both included,
         UTC days), in all and by `group_by` (day, week, agent, model, repo).
 
-        Read from `session_counts`, never from the sessions: the cost depends on the
-        number of days, agents, models and repositories, not on the number of sessions.
+        Read from `session_counts`, never from the sessions: the cost is the number of
+        days times the values of the one dimension asked for, whatever the number of
+        sessions.
         """
         if group_by is not None and group_by not in GROUP_BY:
             raise BadRequest("group_by", f"must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
         if day_from is not None and day_to is not None and day_from > day_to:
             raise BadRequest("from", f"{day_from} is after to={day_to}")
-        column = {
-            None: None,
-            "day": SessionCountModel.day,
-            "week": SessionCountModel.day,
-            "agent": SessionCountModel.agent_name,
-            "model": SessionCountModel.agent_model,
-            "repo": SessionCountModel.repo_name,
-        }[group_by]
-        keys = [] if column is None else [column]
-        query = select(
-            *keys,
-            SessionCountModel.done,
-            SessionCountModel.delivery_status,
-            func.sum(SessionCountModel.sessions),
-        ).group_by(*keys, SessionCountModel.done, SessionCountModel.delivery_status)
+        # Totals, days and weeks read the `all` rows; an agent breakdown the `agent` rows.
+        dimension = group_by if group_by in ("agent", "model", "repo") else "all"
+        keys = {
+            None: [],
+            "day": [SessionCountModel.day],
+            "week": [SessionCountModel.day],
+        }.get(group_by, [SessionCountModel.key])
+        query = (
+            select(
+                *keys,
+                SessionCountModel.done,
+                SessionCountModel.delivery_status,
+                func.sum(SessionCountModel.sessions),
+            )
+            .where(SessionCountModel.dimension == dimension)
+            .group_by(*keys, SessionCountModel.done, SessionCountModel.delivery_status)
+        )
         if day_from is not None:
             query = query.where(SessionCountModel.day >= day_from)
         if day_to is not None:
@@ -722,42 +742,56 @@ class Store:
             stored = session.get(SessionModel, session_id)
             return None if stored is None else _session_row(stored)
 
-    def _insert_session(self, session: Session, report: Report) -> SessionRow:
+    def _insert_session(self, connection: Connection, report: Report) -> SessionRow:
         doc = report.doc
-        row = SessionModel(
-            session_id=doc.session_id,
-            agent_name=doc.agent.name,
-            agent_version=doc.agent.version,
-            agent_model=doc.agent.model,
-            tool_profile=doc.agent.tool_profile,
-            repo_name=doc.repo.name,
-            base_commit=doc.repo.base_commit,
-            head_commit=doc.repo.head_commit,
-            branch=doc.repo.branch,
-            raw_status=doc.status,
-            status=report.status,
-            done=report.done,
-            started_at=doc.started_at,
-            ended_at=doc.ended_at,
-            report=report.raw,
-            report_sha256=report.sha256,
-            delivery_status="pending",
-        )
-        session.add(row)
-        session.flush()
-        session.add_all(
-            ClaimedChangeModel(
-                session_id=doc.session_id,
-                ordinal=ordinal,
-                path=change.path,
-                action=change.action,
-                sha256_before=change.sha256_before,
-                sha256_after=change.sha256_after,
+        values: dict[str, Any] = {
+            "session_id": doc.session_id,
+            "agent_name": doc.agent.name,
+            "agent_version": doc.agent.version,
+            "agent_model": doc.agent.model,
+            "tool_profile": doc.agent.tool_profile,
+            "repo_name": doc.repo.name,
+            "base_commit": doc.repo.base_commit,
+            "head_commit": doc.repo.head_commit,
+            "branch": doc.repo.branch,
+            "raw_status": doc.status,
+            "status": report.status,
+            "done": report.done,
+            "started_at": doc.started_at,
+            "ended_at": doc.ended_at,
+            "report_sha256": report.sha256,
+            "ingested_at": utcnow(),
+            "delivery_status": "pending",
+        }
+        connection.execute(insert(_SESSIONS), {**values, "report": report.raw})
+        if doc.changes:
+            connection.execute(
+                insert(_CLAIMED_CHANGES),
+                [
+                    {
+                        "session_id": doc.session_id,
+                        "ordinal": ordinal,
+                        "path": change.path,
+                        "action": change.action,
+                        "sha256_before": change.sha256_before,
+                        "sha256_after": change.sha256_after,
+                    }
+                    for ordinal, change in enumerate(doc.changes)
+                ],
             )
-            for ordinal, change in enumerate(doc.changes)
+        connection.execute(
+            self._count_upsert,
+            _count_rows(
+                doc.ended_at,
+                doc.agent.name,
+                doc.agent.model,
+                doc.repo.name,
+                report.done,
+                "pending",
+                1,
+            ),
         )
-        self._count(session, row, "pending", +1)
-        return _session_row(row)
+        return SessionRow(**{k: v for k, v in values.items() if k in _SESSION_ROW_NAMES})
 
 
 def make_engine(url: str, *, read_only: bool = False) -> Engine:
@@ -941,7 +975,32 @@ def _sqlite_pragmas(dbapi_connection: DBAPIConnection, record: ConnectionPoolEnt
     cursor.close()
 
 
-COUNT_KEY = ("day", "agent_name", "agent_model", "repo_name", "done", "delivery_status")
+COUNT_KEY = ("day", "dimension", "key", "done", "delivery_status")
+
+
+def _count_rows(
+    ended_at: datetime,
+    agent: str,
+    model: str | None,
+    repo: str,
+    done: bool,
+    status: str,
+    delta: int,
+) -> list[dict[str, Any]]:
+    """The `session_counts` rows one session counts in: one per dimension."""
+    day = ended_at.astimezone(UTC).date()
+    keys = {"all": "", "agent": agent, "model": model or "", "repo": repo}
+    return [
+        {
+            "day": day,
+            "dimension": dimension,
+            "key": key,
+            "done": done,
+            "delivery_status": status,
+            "sessions": delta,
+        }
+        for dimension, key in keys.items()
+    ]
 
 
 def _group_key(group_by: str | None, value: Any) -> str:
@@ -997,6 +1056,22 @@ def _decode_cursor(cursor: str) -> tuple[datetime, str]:
     except (ValueError, TypeError, UnicodeDecodeError) as exc:
         raise BadRequest("cursor", f"not a cursor this server gave out ({exc})") from None
     return moment, session_id
+
+
+def _count_upsert(dialect: str) -> Any:
+    """`session_counts` += `sessions` for one key, as one statement with bound values."""
+    table = SessionModel.metadata.tables["session_counts"]
+    statement = (pg_insert if dialect == "postgresql" else sqlite_insert)(table)
+    return statement.on_conflict_do_update(
+        index_elements=list(COUNT_KEY),
+        set_={"sessions": table.c.sessions + statement.excluded.sessions},
+    )
+
+
+_SESSIONS = SessionModel.metadata.tables["sessions"]
+_CLAIMED_CHANGES = SessionModel.metadata.tables["claimed_changes"]
+_SESSION_ROW_NAMES = tuple(f.name for f in dataclasses.fields(SessionRow))
+_SESSION_ROW_COLUMNS = tuple(_SESSIONS.c[name] for name in _SESSION_ROW_NAMES)
 
 
 def _session_row(model: SessionModel) -> SessionRow:

@@ -227,30 +227,28 @@ class RejectedReportModel(Base):
 class SessionCountModel(Base):
     """How many sessions are in one state: the aggregate `GET /v1/stats` reads.
 
-    One row per (day the session ended, agent, model, repository, done, delivery
-    status); kept in the transactions that ingest a session and record a run, so
-    the counts are never behind the sessions. `agent_model` is '' for none, as a
-    key column cannot be NULL in a unique constraint on every engine.
+    One row per (day the session ended, dimension, key, done, delivery status),
+    where the dimension is ``all`` (key '') or one of ``agent``, ``model`` ('' for
+    none) and ``repo`` with its value as the key: a session counts once in each
+    dimension. Totals and days read the ``all`` rows only, an agent breakdown the
+    ``agent`` rows: the cost is the number of days times the values of one
+    dimension, never the number of sessions, nor the combinations of agents,
+    models and repositories. Kept in the transactions that ingest a session and
+    record a run, so the counts are never behind the sessions.
     """
 
     __tablename__ = "session_counts"
     __table_args__ = (
         UniqueConstraint(
-            "day",
-            "agent_name",
-            "agent_model",
-            "repo_name",
-            "done",
-            "delivery_status",
-            name="uq_session_counts_key",
+            "day", "dimension", "key", "done", "delivery_status", name="uq_session_counts_key"
         ),
+        Index("ix_session_counts_dimension_day", "dimension", "day"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    day: Mapped[date] = mapped_column(Date, index=True)
-    agent_name: Mapped[str] = mapped_column(Text)
-    agent_model: Mapped[str] = mapped_column(Text)
-    repo_name: Mapped[str] = mapped_column(Text)
+    day: Mapped[date] = mapped_column(Date)
+    dimension: Mapped[str] = mapped_column(String(8))  # all, agent, model, repo
+    key: Mapped[str] = mapped_column(Text)
     done: Mapped[bool] = mapped_column(Boolean)
     delivery_status: Mapped[str] = mapped_column(String(32))
     sessions: Mapped[int] = mapped_column(BigInteger)

@@ -33,13 +33,14 @@ def tallies(store: Store) -> Tallies:
     """The counts `/metrics` exposes, read in one transaction."""
     counts = func.coalesce(func.sum(SessionCountModel.sessions), 0)
     with store._transaction() as session:
+        every = SessionCountModel.dimension == "all"  # each session counted once
         by_done = session.execute(
-            select(SessionCountModel.done, counts).group_by(SessionCountModel.done)
+            select(SessionCountModel.done, counts).where(every).group_by(SessionCountModel.done)
         ).all()
         by_status = session.execute(
-            select(SessionCountModel.delivery_status, counts).group_by(
-                SessionCountModel.delivery_status
-            )
+            select(SessionCountModel.delivery_status, counts)
+            .where(every)
+            .group_by(SessionCountModel.delivery_status)
         ).all()
         verdicts = session.execute(
             select(RunModel.delivery_status, func.count()).group_by(RunModel.delivery_status)
