@@ -221,6 +221,20 @@ def test_sessions_are_listed_newest_first_and_filtered(
     assert ids(client, read, "from=2026-11-22T00:00:00Z&to=2026-11-24T00:00:00Z") == ["s-3", "s-2"]
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="store.db._decode_cursor accepts a forged position whose session id holds NUL "
+    "(a 500 on PostgreSQL, a page on SQLite): it should raise BadRequest('cursor', ...)",
+)
+def test_a_forged_cursor_holding_nul_is_a_400(client: TestClient, tokens: dict[str, str]) -> None:
+    import base64
+
+    position = json.dumps(["2026-11-29T10:00:00+00:00", "s\u0000x"]).encode()
+    cursor = base64.urlsafe_b64encode(position).decode()
+    response = client.get(f"/v1/sessions?cursor={cursor}", headers=bearer(tokens["read"]))
+    assert response.status_code == 400 and error_of(response.json())["field"] == "cursor"
+
+
 def test_pages_follow_the_cursor_to_the_end_without_repeats(
     client: TestClient, tokens: dict[str, str]
 ) -> None:
