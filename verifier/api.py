@@ -20,20 +20,20 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import pathlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, Query, Request
+from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
@@ -64,8 +64,25 @@ DeliveryStatus = Literal["pending", "delivered", "not_delivered", "inconclusive"
 RunVerdict = Literal["delivered", "not_delivered", "inconclusive"]
 GroupBy = Literal["day", "week", "agent", "model", "repo"]
 MAX_PAGE = 500
+# Row ids are 32-bit integers on PostgreSQL: a larger one is a bad request, not a query.
+MAX_ID = 2**31 - 1
+# Text no database column can hold (PostgreSQL refuses NUL) is refused as a bad request.
+_NO_NUL = r"^[^\x00]*$"
+SessionId = Annotated[str, Path(max_length=128, pattern=_NO_NUL)]
+Filter = Annotated[str | None, Query(pattern=_NO_NUL)]
+RowId = Annotated[int, Path(ge=1, le=MAX_ID)]
+
+
+def _in_utc(moment: datetime) -> datetime:
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("is out of range once in UTC") from None
+
+
+Moment = Annotated[AwareDatetime, AfterValidator(_in_utc)]
 RETRY_AFTER_S = "5"
-REPORT_SCHEMA = Path(__file__).with_name("report.schema.json")
+REPORT_SCHEMA = pathlib.Path(__file__).with_name("report.schema.json")
 
 
 # -- response shapes (the OpenAPI document is generated from these) -------------------
@@ -445,7 +462,7 @@ def _routes(app: FastAPI) -> None:
         summary="A session, its verdict and its runs",
         responses=_errors(401, 403, 404),
     )
-    async def get_session(session_id: str, token: Read, service: Service) -> SessionDetail:
+    async def get_session(session_id: SessionId, token: Read, service: Service) -> SessionDetail:
         return await run_in_threadpool(_session_detail, service.store, session_id)
 
     @app.get(
@@ -458,20 +475,20 @@ def _routes(app: FastAPI) -> None:
     async def list_sessions(
         token: Read,
         service: Service,
-        agent: str | None = None,
-        model: str | None = None,
-        repo: str | None = None,
-        agent_status: str | None = None,
+        agent: Filter = None,
+        model: Filter = None,
+        repo: Filter = None,
+        agent_status: Filter = None,
         done: bool | None = None,
         delivery_status: DeliveryStatus | None = None,
-        head_commit: str | None = None,
-        branch: str | None = None,
+        head_commit: Filter = None,
+        branch: Filter = None,
         ended_from: Annotated[
-            AwareDatetime | None,
+            Moment | None,
             Query(alias="from", description="Sessions that ended at or after (ISO 8601)."),
         ] = None,
         ended_to: Annotated[
-            AwareDatetime | None,
+            Moment | None,
             Query(alias="to", description="Sessions that ended before (ISO 8601)."),
         ] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
@@ -506,7 +523,7 @@ def _routes(app: FastAPI) -> None:
         summary="Verify a session again (admin)",
         responses=_errors(401, 403, 404, 410, 503),
     )
-    async def reverify(session_id: str, token: Admin, service: Service) -> Reverify:
+    async def reverify(session_id: SessionId, token: Admin, service: Service) -> Reverify:
         """Queue a new verification; the act goes into the admin log first."""
         if service.queue is None:
             problem = "re-verification needs a job queue: this API was started without one"
@@ -554,7 +571,7 @@ def _routes(app: FastAPI) -> None:
         service: Service,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
         before: Annotated[
-            int | None, Query(ge=1, description="next_before of the last page.")
+            int | None, Query(ge=1, le=MAX_ID, description="next_before of the last page.")
         ] = None,
     ) -> RejectedPage:
         rows = await run_in_threadpool(service.store.rejected, limit=limit, before_id=before)
@@ -588,7 +605,7 @@ def _routes(app: FastAPI) -> None:
             **_errors(401, 403, 404),
         },
     )
-    async def get_rejected(rejected_id: int, token: Admin, service: Service) -> Response:
+    async def get_rejected(rejected_id: RowId, token: Admin, service: Service) -> Response:
         raw = await run_in_threadpool(service.store.rejected_bytes, rejected_id)
         return Response(raw, media_type="application/octet-stream")
 
@@ -763,6 +780,8 @@ def _run_summary(run: RunRow) -> RunSummary:
         started_at=run.started_at,
         duration_s=run.duration_s,
         verifier_version=run.verifier_version,
+        # Why the run happened (ingest, reverify, retry, recheck): stored with each run;
+        # null until `RunRow` carries it.
         reason=getattr(run, "reason", None),
         checks={name: status.value for name, status in run.checks.items()},
     )

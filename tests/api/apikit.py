@@ -5,17 +5,19 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
+from sqlalchemy import NullPool, create_engine, text
 
 from verifier.auth import SCOPES
 from verifier.config import Config
 from verifier.findings import CheckResult, CheckStatus, Finding, Verification, decide
+from verifier.queue import LocalQueue, PostgresQueue, Queue
 from verifier.store import Store
 from verifier.store.tokens import create_token
 
@@ -40,12 +42,12 @@ def bearer(secret: str) -> dict[str, str]:
 
 
 class RecordingQueue:
-    """The queue the API is handed, recording what it is asked to do.
+    """A `verifier.queue.Queue` that records what it is asked to do.
 
-    Stands in for `verifier.queue` (built beside this API in issue 7): the
-    API's side of that contract is `enqueue(session_id, reason)` and
-    `reachable()`, which is what these tests check. Like the in-process queue,
-    it cannot join the transaction that stores a session (`on_insert` is None).
+    The API's side of the queue is `enqueue(session_id, reason)` (through the
+    pipeline) and `reachable()`; these tests check what the API asks, not how a
+    queue runs jobs (tests/service does). Like `LocalQueue`, it cannot join the
+    transaction that stores a session (`on_insert` is None), so `enqueue` follows.
     """
 
     def __init__(self) -> None:
@@ -55,9 +57,12 @@ class RecordingQueue:
     def on_insert(self, session_id: str, reason: str) -> None:
         return None
 
-    def enqueue(self, session_id: str, reason: str) -> bool:
+    def enqueue(self, session_id: str, reason: str, *, after_run: int | None = None) -> bool:
         self.jobs.append((session_id, reason))
         return True
+
+    def busy(self, session_ids: Collection[str]) -> set[str]:
+        return {sid for sid, _ in self.jobs} & set(session_ids)
 
     def reachable(self) -> str | None:
         return self.down
@@ -127,3 +132,41 @@ def serve(app: FastAPI) -> Iterator[str]:
         server.should_exit = True
         thread.join(30)
         sock.close()
+
+
+class RealQueue:
+    """The queue `verifier serve` would use on this engine, and the jobs it was given.
+
+    PostgreSQL: procrastinate's table (`PostgresQueue`), jobs read back from it.
+    SQLite: the in-process pool (`LocalQueue`), whose verification is replaced by
+    recording the session: what is queued, not how it is verified, is tested here.
+    """
+
+    def __init__(self, database_url: str) -> None:
+        self._url = database_url
+        self._lock = threading.Lock()
+        self._ran: list[str] = []
+        self.queue: Queue
+        if database_url.startswith("postgresql"):
+            self.queue = PostgresQueue(database_url)
+        else:
+            self.queue = LocalQueue(self._record, concurrency=2)
+
+    def _record(self, session_id: str, reason: str, after_run: int | None) -> None:
+        with self._lock:
+            self._ran.append(session_id)
+
+    def jobs(self) -> list[str]:
+        """The session of each job given, sorted; waits for the pool on SQLite."""
+        if isinstance(self.queue, LocalQueue):
+            self.queue.close(wait=True)
+            return sorted(self._ran)
+        engine = create_engine(self._url, poolclass=NullPool)
+        with engine.connect() as connection:
+            rows = connection.execute(text("SELECT queueing_lock FROM procrastinate_jobs"))
+            found = sorted(row[0] for row in rows)
+        engine.dispose()
+        return found
+
+    def close(self) -> None:
+        self.queue.close()

@@ -12,11 +12,13 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from api.apikit import bearer, make_config, make_tokens, serve
+from sqlalchemy import NullPool, create_engine, text
 from sqlalchemy.engine import make_url
 from store.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
 from store.report_factory import make_report_bytes
 
 from verifier.api import create_app
+from verifier.queue import PostgresQueue
 from verifier.store import Store, upgrade
 
 
@@ -98,9 +100,11 @@ def test_the_api_answers_503_while_postgresql_is_away_and_recovers_by_itself(
     proxy = TcpProxy(direct.host or "127.0.0.1", direct.port or 5432)
     proxied = direct.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
     proxy.open()
+    queue = PostgresQueue(proxied)  # jobs go through the proxy too, in the ingest transaction
     accepted: list[str] = []
     try:
-        with serve(create_app(make_config(proxied))) as base, httpx.Client(base_url=base) as http:
+        app = create_app(make_config(proxied), queue)
+        with serve(app) as base, httpx.Client(base_url=base) as http:
             assert (
                 http.post(
                     "/v1/sessions", content=make_report_bytes("s-before"), headers=ingest
@@ -120,6 +124,7 @@ def test_the_api_answers_503_while_postgresql_is_away_and_recovers_by_itself(
             not_ready = http.get("/readyz")
             assert not_ready.status_code == 503
             assert not_ready.json()["checks"]["database"] == "cannot be reached"
+            assert not_ready.json()["checks"]["queue"] != "ok"
             assert http.get("/healthz").status_code == 200  # the process itself is alive
 
             proxy.open()
@@ -130,5 +135,11 @@ def test_the_api_answers_503_while_postgresql_is_away_and_recovers_by_itself(
             assert http.get("/readyz").status_code == 200
     finally:
         proxy.close()
+        queue.close()
     with Store.open(database) as store:
         assert {s.session.session_id for s in store.sessions()} == set(accepted)
+    engine = create_engine(database, poolclass=NullPool)
+    with engine.connect() as connection:
+        queued = connection.execute(text("SELECT queueing_lock FROM procrastinate_jobs"))
+        assert sorted(row[0] for row in queued) == sorted(accepted)  # each with its job
+    engine.dispose()

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import schemathesis
 from api.apikit import RecordingQueue, bearer, make_config, make_tokens, serve
@@ -16,9 +18,11 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
+from store.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
 from store.report_factory import make_report_bytes
 
 from verifier.api import create_app
+from verifier.store import upgrade
 
 CHECKS = [
     not_a_server_error,
@@ -28,32 +32,44 @@ CHECKS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    """A served API with one stored session, and an admin token (admin may call everything)."""
-    url = f"sqlite:///{Path(tmp_path_factory.mktemp('fuzz')) / 'api.sqlite3'}"
-    admin = make_tokens(url)["admin"]
-    app = create_app(make_config(url, max_report_bytes=256 * 1024), RecordingQueue())
-    with serve(app) as base:
-        import httpx
-
-        httpx.post(f"{base}/v1/sessions", content=make_report_bytes("s-1"), headers=bearer(admin))
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def live(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, str]]:
+    """A served API with one stored session, and an admin token (admin may call everything);
+    on SQLite and on PostgreSQL, whose refusals (NUL in text, 32-bit ids) differ."""
+    with ExitStack() as stack:
+        if request.param == "sqlite":
+            url = f"sqlite:///{Path(tmp_path_factory.mktemp('fuzz')) / 'api.sqlite3'}"
+        else:
+            if not POSTGRES_URL:
+                pytest.skip(NO_POSTGRES)
+            url = stack.enter_context(postgres_database(POSTGRES_URL))
+            upgrade(url)
+        admin = make_tokens(url)["admin"]
+        app = create_app(make_config(url, max_report_bytes=256 * 1024), RecordingQueue())
+        base = stack.enter_context(serve(app))
+        report = make_report_bytes("s-1")
+        httpx.post(f"{base}/v1/sessions", content=report, headers=bearer(admin))
         yield base, admin
 
 
 # The document the served app publishes, built here without a database (a test below
 # holds it equal to what the server answers): pytest parametrizes over its operations.
 schema = schemathesis.openapi.from_dict(create_app(make_config("sqlite://")).openapi())
+# NUL in a report's text is tested on its own (test_sessions.py: a known gap of the
+# contract on PostgreSQL); fuzzing it here would only make this test fail at random.
+schema.config.generation.update(allow_x00=False)
 
 
 def test_the_served_document_is_the_one_fuzzed(live: tuple[str, str]) -> None:
-    import httpx
-
     assert httpx.get(f"{live[0]}/openapi.json").json() == schema.raw_schema
 
 
 @schema.parametrize()
-@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 def test_no_generated_request_makes_the_api_fail(case: Any, live: tuple[str, str]) -> None:
     base, admin = live
     case.call_and_validate(base_url=base, headers=bearer(admin), checks=CHECKS)
