@@ -386,4 +386,10 @@ def test_kill_all_ends_a_run_under_way_at_once(tmp_path: Path) -> None:
     assert not thread.is_alive()
     (out,) = outcome
     assert out.exit_code == -9 and not out.timed_out
+    assert out.stopped  # said, so that no cache keeps what a stopped run "failed"
     assert _none_running(token)
+    again = run(
+        [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"],
+        cwd=tmp_path, timeout_s=30, env=minimal_env(home, tmp), sandbox="off", excerpt_bytes=64,
+    )  # fmt: skip
+    assert again.exit_code == -9 and not again.stopped  # killed by what it ran, not by us

@@ -103,6 +103,8 @@ class RunOutcome:
     limits: Mapping[str, Any] = field(default_factory=dict)
     limits_not_applied: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    # Killed by `kill_all` (the verifier stopping), not by its timeout or its own doing.
+    stopped: bool = False
 
 
 def minimal_env(home: Path, tmp: Path) -> dict[str, str]:
@@ -322,6 +324,8 @@ def _run_once(
             _kill_group(proc.pid)
             _LIVE_GROUPS.discard(proc.pid)
             proc.wait()
+            stopped = proc.pid in _STOPPED
+            _STOPPED.discard(proc.pid)
             _drain(proc.stdout.fileno(), log, time.monotonic() + _DRAIN_S)
             proc.stdout.close()
             report = _read_ready(ready_r)
@@ -336,6 +340,7 @@ def _run_once(
                 argv=tuple(argv), executable=executable, exit_code=None, timed_out=False,
                 duration_s=duration, output_excerpt=log.excerpt(), output_sha256="",
                 output_bytes=log.total, network_isolated=False, sandbox="failed",
+                stopped=stopped,
             )  # fmt: skip
         detail = log.start.decode("utf-8", "replace").strip()
         raise InfrastructureError(f"cannot start {argv[0]!r}: {detail}")
@@ -362,6 +367,7 @@ def _run_once(
         sandbox=name,
         limits=in_force,
         limits_not_applied=not_applied,
+        stopped=stopped,
     )
 
 
@@ -474,11 +480,18 @@ def _drain(fd: int, log: _Log, deadline: float) -> None:
 # The process groups of the runs under way in this process: `kill_all` ends them when
 # the verifier must stop at once (a second signal) and no `finally` will run.
 _LIVE_GROUPS: set[int] = set()
+# The groups `kill_all` killed: their runs were stopped by us, not by what they ran.
+_STOPPED: set[int] = set()
 
 
 def kill_all() -> None:
-    """Kill every run under way, at once; for a process about to exit without unwinding."""
+    """Kill every run under way, at once; for a process about to exit without unwinding.
+
+    The outcome of each run killed here says so (`RunOutcome.stopped`): what it did
+    says nothing about the code under test, and must not be kept (the test result cache).
+    """
     for pgid in list(_LIVE_GROUPS):
+        _STOPPED.add(pgid)
         _kill_group(pgid)
 
 

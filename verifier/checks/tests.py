@@ -335,7 +335,8 @@ def check(
         note = 'tests not counted: results = "exit-code" judges the run by its exit code alone'
         result = replace(result, notes=(note,))
     result = replace(result, notes=(*result.notes, *isolation))
-    if cache is not None and key is not None:
+    # A run the verifier killed while stopping (a service's SIGTERM) decided nothing.
+    if cache is not None and key is not None and not outcome.stopped:
         _cache_put(cache, key, session_id, result)
     return _timed(replace(result, notes=result.notes + infra_notes), started)
 
