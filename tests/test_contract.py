@@ -241,3 +241,26 @@ def test_relative_links_of_the_contract_and_readme_resolve(page: str) -> None:
     assert targets
     missing = [t for t in targets if not (path.parent / t).exists()]
     assert not missing, f"{page} links to files that do not exist: {missing}"
+
+
+@pytest.mark.parametrize(
+    ("field", "edit"),
+    [
+        ("agent.name", lambda d: d["agent"].update(name="repo\u0000fixer")),
+        ("agent.model", lambda d: d["agent"].update(model="m\u0000")),
+        ("repo.branch", lambda d: d["repo"].update(branch="fix\u0000")),
+        ("status", lambda d: d.update(status="do\u0000ne")),
+        ("changes.0.path", lambda d: d["changes"][0].update(path="a\u0000.py")),
+    ],
+)
+def test_nul_in_a_stored_text_field_is_refused_naming_it(field: str, edit: Any) -> None:
+    """PostgreSQL text cannot hold U+0000: the contract refuses it, the store never sees it."""
+    from store.report_factory import report_dict
+
+    change = {"path": "a.py", "action": "create", "sha256_before": None, "sha256_after": "a" * 64}
+    doc = report_dict("s-nul", changes=[change])
+    parse_report(json.dumps(doc).encode())  # valid without the NUL
+    edit(doc)
+    with pytest.raises(InvalidReport) as caught:
+        parse_report(json.dumps(doc).encode())
+    assert caught.value.field == field and "NUL" in caught.value.problem

@@ -780,9 +780,8 @@ def _run_summary(run: RunRow) -> RunSummary:
         started_at=run.started_at,
         duration_s=run.duration_s,
         verifier_version=run.verifier_version,
-        # Why the run happened (ingest, reverify, retry, recheck): stored with each run;
-        # null until `RunRow` carries it.
-        reason=getattr(run, "reason", None),
+        # Why the run happened: cli, ingest, reverify, retry, recheck.
+        reason=run.reason,
         checks={name: status.value for name, status in run.checks.items()},
     )
 

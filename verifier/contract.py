@@ -112,6 +112,16 @@ def _utc(value: datetime) -> datetime:
 Timestamp = Annotated[AwareDatetime, BeforeValidator(_rfc3339_utc), AfterValidator(_utc)]
 
 
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("contains U+0000 (NUL), which no store can hold as text")
+    return value
+
+
+# A string the store keeps in a text column: anything JSON allows but NUL.
+Text = Annotated[str, AfterValidator(_no_nul)]
+
+
 def _objects(value: Any) -> list[dict[str, Any]]:
     """A list of JSON objects, kept as they are (a copy would double what they cost)."""
     if not isinstance(value, list):
@@ -136,19 +146,19 @@ class _Model(BaseModel):
 
 
 class Agent(_Model):
-    name: str
-    version: str | None = None
-    model: str | None = None
-    tool_profile: str | None = None
+    name: Text
+    version: Text | None = None
+    model: Text | None = None
+    tool_profile: Text | None = None
 
 
 class Repo(_Model):
-    name: str
+    name: Text
     path: str | None = None
     url: str | None = None
     base_commit: Hex
     head_commit: Hex | None = None
-    branch: str | None = None
+    branch: Text | None = None
 
 
 class Usage(_Model):
@@ -168,7 +178,7 @@ class ClaimedChange(_Model):
     can be claimed, and reports written before they existed read as they did.
     """
 
-    path: str
+    path: Text
     action: Literal["create", "modify", "delete"]
     sha256_before: Sha256 | None
     sha256_after: Sha256 | None
@@ -217,7 +227,7 @@ class ReportDoc(_Model):
     repo: Repo
     started_at: Timestamp
     ended_at: Timestamp
-    status: str
+    status: Text
     final_text: str | None = None
     usage: Usage | None = None
     changes: list[ClaimedChange]

@@ -59,9 +59,6 @@ def live(
 # The document the served app publishes, built here without a database (a test below
 # holds it equal to what the server answers): pytest parametrizes over its operations.
 schema = schemathesis.openapi.from_dict(create_app(make_config("sqlite://")).openapi())
-# NUL in a report's text is tested on its own (test_sessions.py: a known gap of the
-# contract on PostgreSQL); fuzzing it here would only make this test fail at random.
-schema.config.generation.update(allow_x00=False)
 
 
 def test_the_served_document_is_the_one_fuzzed(live: tuple[str, str]) -> None:

@@ -96,11 +96,6 @@ def test_an_invalid_report_is_a_400_naming_the_field_and_kept_for_an_admin(
     assert kept.headers["content-type"] == "application/octet-stream"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the contract accepts U+0000 in agent.name and status, which PostgreSQL text "
-    "cannot hold (a 500 there, stored as is on SQLite): the contract should refuse it",
-)
 def test_a_report_with_nul_in_a_stored_field_is_a_400_naming_it(
     client: TestClient, tokens: dict[str, str]
 ) -> None:
@@ -221,11 +216,6 @@ def test_sessions_are_listed_newest_first_and_filtered(
     assert ids(client, read, "from=2026-11-22T00:00:00Z&to=2026-11-24T00:00:00Z") == ["s-3", "s-2"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="store.db._decode_cursor accepts a forged position whose session id holds NUL "
-    "(a 500 on PostgreSQL, a page on SQLite): it should raise BadRequest('cursor', ...)",
-)
 def test_a_forged_cursor_holding_nul_is_a_400(client: TestClient, tokens: dict[str, str]) -> None:
     import base64
 

@@ -30,6 +30,7 @@ from tests.benchmarks import (
     store_ingest,
     store_stats,
     verify_cli,
+    workers,
 )
 from tests.benchmarks import snapshot as snapshot_bench
 from tests.benchmarks.timing import Result
@@ -44,6 +45,7 @@ BENCHMARKS: dict[str, Callable[[Path, int], Result]] = {
     "ingest": store_ingest.run,
     "stats": store_stats.run,
     "api": api_ingest.run,
+    "workers": workers.bench,
     "retest": retest.run,
 }
 DOC = Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md"

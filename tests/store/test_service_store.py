@@ -129,8 +129,11 @@ def test_a_failing_guard_discards_the_run_and_changes_nothing(store: Store) -> N
         store.record_run(verification("s"), job_id=7, worker="w1", guard=guard)
     assert seen == [True]
     assert store.runs("s") == [] and store.listed("s").delivery_status == "pending"
-    run_id = store.record_run(verification("s"), job_id=8, worker="w2", guard=lambda c: True)
-    assert [r.id for r in store.runs("s")] == [run_id]
+    run_id = store.record_run(
+        verification("s"), reason="ingest", job_id=8, worker="w2", guard=lambda c: True
+    )
+    (run,) = store.runs("s")
+    assert (run.id, run.reason, run.worker) == (run_id, "ingest", "w2")
 
 
 def test_recording_for_an_unknown_session_is_not_found(store: Store) -> None:

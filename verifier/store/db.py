@@ -133,6 +133,9 @@ class RunRow:
     duration_s: float
     result: dict[str, Any]
     findings: tuple[Finding, ...]
+    # Why it ran (cli, ingest, reverify, retry, recheck), and the worker that ran it.
+    reason: str | None = None
+    worker: str | None = None
 
 
 CONCLUSIVE = (DeliveryStatus.DELIVERED.value, DeliveryStatus.NOT_DELIVERED.value)
@@ -1051,9 +1054,10 @@ def _decode_cursor(cursor: str) -> tuple[datetime, str]:
         padded = cursor + "=" * (-len(cursor) % 4)
         ended, session_id = json.loads(base64.urlsafe_b64decode(padded.encode()))
         moment = datetime.fromisoformat(ended)
-        if moment.tzinfo is None or not isinstance(session_id, str):
+        if moment.tzinfo is None or not isinstance(session_id, str) or "\x00" in session_id:
             raise ValueError("malformed position")
-    except (ValueError, TypeError, UnicodeDecodeError) as exc:
+        moment = moment.astimezone(UTC)  # a time that overflows in UTC is no position of ours
+    except (ValueError, TypeError, OverflowError, UnicodeDecodeError) as exc:
         raise BadRequest("cursor", f"not a cursor this server gave out ({exc})") from None
     return moment, session_id
 
@@ -1123,4 +1127,6 @@ def _run_row(run: RunModel, checks: list[CheckResultModel], findings: list[Findi
         duration_s=run.duration_s,
         result=run.result,
         findings=tuple(Finding(f.code, f.message, f.path, f.expected, f.found) for f in findings),
+        reason=run.reason,
+        worker=run.worker,
     )
