@@ -83,6 +83,26 @@ def test_a_re_verified_session_reuses_its_test_result_and_says_so(tmp_path: Path
     assert second.checks["tests"].findings == first.checks["tests"].findings
 
 
+def test_with_the_cache_off_every_verification_runs_the_tests(tmp_path: Path) -> None:
+    """`test_result_cache = false`: for a suite known to be flaky, nothing is reused."""
+    from dataclasses import replace
+
+    repo, runs = counting_repo(tmp_path)
+    cfg = replace(config(repo, tmp_path), test_result_cache=False)
+    raw = to_bytes(fixed_session(repo).report())
+    first = verify_report(raw, cfg).verification
+    second = verify_report(raw, cfg).verification
+    assert ran(runs) == 2
+    assert "cached_from" not in second.checks["tests"].details
+    assert first.delivery_status is second.delivery_status is DeliveryStatus.DELIVERED
+    from sqlalchemy import func, select
+
+    from verifier.store.models import TestResultCacheModel
+
+    with Store.open(cfg.database_url) as store, store._transaction() as session:
+        assert session.scalar(select(func.count()).select_from(TestResultCacheModel)) == 0
+
+
 def test_another_session_on_the_same_tree_reuses_the_first_sessions_result(
     tmp_path: Path,
 ) -> None:

@@ -268,6 +268,9 @@ class Config:
     )
     # Seconds one fetch into a mirror may take before git is killed (inconclusive).
     fetch_timeout_s: Seconds = Field(default=DEFAULT_FETCH_TIMEOUT_S, alias="fetch_timeout")
+    # Keep conclusive test results by the tree tested, and reuse them (off: every
+    # verification runs the tests, e.g. for a suite known to be flaky).
+    test_result_cache: bool = True
     repositories: Mapping[str, RepositoryConfig] = field(default_factory=dict)
     service: ServiceConfig = field(default_factory=ServiceConfig)
     # The file the operator's settings came from; None when only the defaults apply.

@@ -208,7 +208,7 @@ def verify_report(
                 progress,
                 admit=None if db is None else db.admit,
                 digest_cache=db,
-                test_cache=db,
+                test_cache=db if config.test_result_cache else None,
                 repo_problem=repo_problem,
             )
         except InvalidReport as exc:  # the trajectory, loaded while the tests ran
@@ -254,7 +254,12 @@ def verify_session(
     db = _Database.over(store)
     options, repo_problem = mirrored(config, report, Options())
     verification = verify(
-        report, config, options, digest_cache=db, test_cache=db, repo_problem=repo_problem
+        report,
+        config,
+        options,
+        digest_cache=db,
+        test_cache=db if config.test_result_cache else None,
+        repo_problem=repo_problem,
     )
     run_id = store.record_run(
         verification, reason=reason, job_id=job_id, worker=worker, guard=guard

@@ -1,7 +1,8 @@
 """Benchmark: 4 versus 1 `verifier worker` processes on I/O-bound test commands.
 
 The data: 40 sessions of the calc repository, each verified with a test command
-that sleeps 1 s (`results = "exit-code"`, no sandbox), in a PostgreSQL database
+that sleeps 1 s (`results = "exit-code"`, no sandbox, the test result cache
+off: the sessions share one tree), in a PostgreSQL database
 of their own. Workers (concurrency 1 each) are started and registered first;
 the clock runs from committing the sessions and their jobs (`pipeline.submit`
 with the queue) until none is pending, and every session must then hold exactly
@@ -52,7 +53,8 @@ def run(count: int, n_workers: int, repo: GitRepo, tmp: Path, server: str) -> fl
     reports = sessions(repo, count, prefix=f"w{n_workers}")
     with postgres_database(server) as url:
         upgrade(url)
-        config = write_config(tmp, repo, SLEEP)
+        # Every session is the same tree: with the cache, only the first would be tested.
+        config = write_config(tmp, repo, SLEEP, test_result_cache=False)
         with workers(n_workers, config, url, tmp / f"logs-{n_workers}"):
             # each process runs a verify worker and a maintenance worker
             wait_for("workers registered", lambda: registered(url) >= 2 * n_workers)

@@ -84,6 +84,7 @@ def write_config(
     isolation: str = "off",
     results: str = "exit-code",
     repo_path: Path | None = None,
+    test_result_cache: bool = True,
     **service: Any,
 ) -> Path:
     """A configuration file: repository `calc` with `command` counted by its exit code,
@@ -95,6 +96,7 @@ def write_config(
         **service,
     }
     lines = ["[verifier]", f"network_isolation = {json.dumps(isolation)}", "test_timeout = 120"]
+    lines.append(f"test_result_cache = {json.dumps(test_result_cache)}")
     if database_url is not None:
         lines.append(f"database_url = {json.dumps(database_url)}")
     path = repo.path if repo_path is None else repo_path
