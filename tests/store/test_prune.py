@@ -25,15 +25,13 @@ from store.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
 from store.report_factory import make_report_bytes
 
 from verifier.contract import parse_report
-from verifier.errors import ConfigError, NotFound
+from verifier.errors import ConfigError, NotFound, ReportPruned
 from verifier.findings import CheckResult, CheckStatus, DeliveryStatus, Finding, Verification
 from verifier.store import Store, upgrade
 from verifier.store.maintenance import (
-    ReportPruned,
     parse_cutoff,
     plan_prune,
     prune,
-    report_bytes,
     strip_test_logs,
 )
 from verifier.store.models import AdminLogModel
@@ -109,8 +107,8 @@ def test_old_reports_and_test_logs_go_and_verdicts_findings_and_hashes_stay(stor
     assert result.log_bytes == 2 * len(LOG.encode())
     assert result.bytes_freed == len(old_raw) + 2 * len(LOG.encode())
     with pytest.raises(ReportPruned, match=r"pruned on 2026-12-01T09:30:00Z .*cannot be verified"):
-        report_bytes(store, "s-old")
-    assert report_bytes(store, "s-new") == new_raw
+        store.report_bytes("s-old")
+    assert store.report_bytes("s-new") == new_raw
     assert store.get_session("s-old").report_sha256 == hashlib.sha256(old_raw).hexdigest()
     after = store.runs("s-old")
     for before_run, run in zip(old_runs, after, strict=True):
@@ -138,7 +136,7 @@ def test_sessions_never_verified_keep_their_report(store: Store) -> None:
 
     assert (plan.sessions, plan.kept_unverified) == (1, 1)
     assert (result.sessions, result.kept_unverified) == (1, 1)
-    assert report_bytes(store, "s-pending") == raw
+    assert store.report_bytes("s-pending") == raw
 
 
 def test_pruning_again_changes_nothing_and_keeps_the_first_date(store: Store) -> None:
@@ -150,7 +148,7 @@ def test_pruning_again_changes_nothing_and_keeps_the_first_date(store: Store) ->
 
     assert (again.sessions, again.report_bytes, again.runs, again.log_bytes) == (0, 0, 0, 0)
     with pytest.raises(ReportPruned, match="pruned on 2026-12-01T09:30:00Z"):
-        report_bytes(store, "s-old")
+        store.report_bytes("s-old")
 
 
 def test_many_sessions_are_pruned_batch_by_batch(store: Store) -> None:
@@ -170,7 +168,7 @@ def test_many_sessions_are_pruned_batch_by_batch(store: Store) -> None:
     ]
     for i in range(7):
         with pytest.raises(ReportPruned):
-            report_bytes(store, f"s-{i}")
+            store.report_bytes(f"s-{i}")
 
 
 def test_each_prune_is_in_the_append_only_admin_log(store: Store, db_url: str) -> None:
@@ -201,7 +199,7 @@ def test_each_prune_is_in_the_append_only_admin_log(store: Store, db_url: str) -
 
 def test_a_session_never_stored_is_not_found_rather_than_pruned(store: Store) -> None:
     with pytest.raises(NotFound, match="'nope' is not stored") as raised:
-        report_bytes(store, "nope")
+        store.report_bytes("nope")
     assert not isinstance(raised.value, ReportPruned)
 
 
@@ -273,12 +271,12 @@ def test_prune_says_to_export_first_and_asks_before_dropping_anything(embedded: 
     assert "export the evidence you must keep before pruning" in declined.stderr
     assert "1 sessions ended before 2026-11-15" in declined.stderr
     assert "nothing was pruned" in declined.stderr
-    assert report_bytes(embedded, "s-old")
+    assert embedded.report_bytes("s-old")
 
     unanswered = verifier("prune", "--before", "2026-11-15")
     assert unanswered.returncode == 2
     assert "--yes: no answer to the confirmation" in unanswered.stderr
-    assert report_bytes(embedded, "s-old")
+    assert embedded.report_bytes("s-old")
 
     accepted = verifier("prune", "--before", "2026-11-15", "--format", "json", stdin="y\n")
     assert accepted.returncode == 0, accepted.stderr
@@ -287,7 +285,7 @@ def test_prune_says_to_export_first_and_asks_before_dropping_anything(embedded: 
     assert data["bytes_freed"] == data["report_bytes"] + data["log_bytes"]
     assert data["before"] == "2026-11-15T00:00:00Z"
     with pytest.raises(ReportPruned):
-        report_bytes(embedded, "s-old")
+        embedded.report_bytes("s-old")
     with embedded._transaction() as session:
         actors = session.scalars(select(AdminLogModel.actor)).all()
     assert len(actors) == 1 and actors[0].startswith("cli:")
@@ -307,7 +305,7 @@ def test_prune_refuses_a_date_in_the_future(embedded: Store) -> None:
 
     assert done.returncode == 2
     assert "--before: '2999-01-01' is in the future" in done.stderr
-    assert report_bytes(embedded, "s-old")
+    assert embedded.report_bytes("s-old")
 
 
 def test_a_really_verified_session_loses_its_test_output_and_keeps_its_verdict(

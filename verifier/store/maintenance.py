@@ -50,7 +50,7 @@ from sqlalchemy.exc import ArgumentError, InterfaceError, OperationalError
 from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.types import Integer, String, Text
 
-from verifier.errors import ConfigError, InfrastructureError, NotFound, ReportPruned
+from verifier.errors import ConfigError, InfrastructureError
 from verifier.store.db import Store, make_engine, upgrade
 from verifier.store.models import Base
 
@@ -78,24 +78,6 @@ class CopyMismatch(InfrastructureError):
             f"; and {len(problems) - 5} more" if len(problems) > 5 else ""
         )
         super().__init__(f"the copy does not match its source, so it was rolled back: {shown}")
-
-
-# Reports: why the bytes are missing.
-
-
-def report_bytes(store: Store, session_id: str) -> bytes:
-    """The report as it was received; `ReportPruned` once `verifier prune` dropped it."""
-    with store._transaction() as session:
-        row = session.execute(
-            select(SESSIONS.c.report, SESSIONS.c.pruned_at).where(
-                SESSIONS.c.session_id == session_id
-            )
-        ).first()
-    if row is None:
-        raise NotFound(f"session {session_id!r} is not stored")
-    if row.report is None:
-        raise ReportPruned(session_id, row.pruned_at)
-    return bytes(row.report)
 
 
 # Pruning.
