@@ -16,7 +16,7 @@ or more through the API on SQLite, on one process.
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -65,14 +65,7 @@ def run(tmp: Path, repeat: int) -> Result:
             targets["postgres api"] = through_api(stack, postgres[0])
             targets["postgres raw"] = store_ingest.raw_postgres(postgres[1], stack)
 
-        def runs() -> dict[str, Callable[[], None]]:
-            iterators: dict[str, Iterator[list[Report]]] = {name: iter(sets) for name in targets}
-            return {
-                name: (lambda w=write, it=iterators[name]: w(next(it)))
-                for name, write in targets.items()
-            }
-
-        t = measure(runs(), repeat)
+        t = measure(store_ingest.each_set(targets, sets), repeat)
 
     rows = [
         Row(

@@ -215,6 +215,16 @@ def raw_postgres(url: str, stack: ExitStack) -> Callable[[list[Report]], None]:
     return write
 
 
+def each_set(
+    targets: dict[str, Callable[[list[Report]], None]], sets: list[list[Report]]
+) -> dict[str, Callable[[], None]]:
+    """For `measure`: each call of a target writes the next set, so every run is new."""
+    iterators: dict[str, Iterator[list[Report]]] = {name: iter(sets) for name in targets}
+    return {
+        name: (lambda w=write, it=iterators[name]: w(next(it))) for name, write in targets.items()
+    }
+
+
 def through_store(store: Store) -> Callable[[list[Report]], None]:
     def write(reports: list[Report]) -> None:
         for report in reports:
@@ -255,14 +265,7 @@ def run(tmp: Path, repeat: int) -> Result:
             targets["postgres store"] = through_store(stack.enter_context(Store.open(postgres[0])))
             targets["postgres raw"] = raw_postgres(postgres[1], stack)
 
-        def runs() -> dict[str, Callable[[], None]]:
-            iterators: dict[str, Iterator[list[Report]]] = {name: iter(sets) for name in targets}
-            return {
-                name: (lambda w=write, it=iterators[name]: w(next(it)))
-                for name, write in targets.items()
-            }
-
-        t = measure(runs(), repeat)
+        t = measure(each_set(targets, sets), repeat)
 
     rows_out = [
         Row(
