@@ -307,3 +307,18 @@ def test_git_failing_under_the_check_is_an_error_not_a_verdict(repo: GitRepo) ->
     result = CHECK.run(context)
     assert result.status is CheckStatus.ERROR
     assert [f.code for f in result.findings] == ["replay.git_failed"]
+
+
+def test_a_request_outside_the_root_is_never_opened(tmp_path: Path) -> None:
+    """The harness refuses it; the replay lists it, never reads ``../`` (worktree mode)."""
+    repo = notes_repo(tmp_path / "r")
+    (tmp_path / "outside.txt").write_text("secret\n")
+    report = session(
+        repo,
+        model_turn(replace("c1", "../outside.txt", 1, 1, "secret\n", "x\n")),
+        commit=False,
+    )
+    v = verified(repo, report)
+    delivered(v)
+    assert "not a safe path" in v.checks["replay"].details["not_replayable"]["../outside.txt"]
+    assert (tmp_path / "outside.txt").read_text() == "secret\n"

@@ -40,7 +40,7 @@ from verifier._git import Git
 from verifier.checks import Context, HeadState
 from verifier.errors import ConfigError, InfrastructureError
 from verifier.findings import CheckResult, CheckStatus
-from verifier.paths import EOL_AUTO, EOL_TEXT, UnsafeFile, hash_in_root
+from verifier.paths import EOL_AUTO, EOL_TEXT, UnsafeFile, hash_in_root, unsafe_reason
 from verifier.profiles import FILE_ACTIONS, Action, ActionKind, Profile, load_profile
 from verifier.repository import Repository
 
@@ -182,6 +182,11 @@ def plan_replay(
         paths.update((e["path"], None) for e in recorded or () if isinstance(e.get("path"), str))
         for p in paths:
             if p in plan.not_replayable:
+                continue
+            unsafe = unsafe_reason(p)
+            if unsafe is not None:  # never opened: the changes check judges the claims
+                plan.not_replayable[p] = f"not a safe path in the repository ({unsafe})"
+                plan.steps.pop(p, None)
                 continue
             mine: Mapping[str, Any] | None = None
             for e in recorded or ():
