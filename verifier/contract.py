@@ -178,7 +178,7 @@ class ClaimedChange(_Model):
     can be claimed, and reports written before they existed read as they did.
     """
 
-    path: Text
+    path: str  # NUL included: the changes check refuses such a path, naming it
     action: Literal["create", "modify", "delete"]
     sha256_before: Sha256 | None
     sha256_after: Sha256 | None
