@@ -391,7 +391,6 @@ def shadow_dict(result: Shadow) -> dict[str, Any]:
         "new": result.new,
         "agree": result.exit_code == 0,
         "disagreements": result.disagreements,
-        "differing_calls": len(result.diffs),
         **_scan_dict(result.scan),
         "calls_differing": [
             {
