@@ -20,7 +20,7 @@ from audit.chain import seal
 from audit.jcs import jcs_sha256
 from verifier import resources
 from verifier.config import Config, RepositoryConfig
-from verifier.contract import parse_document, parse_report
+from verifier.contract import Limits, parse_document, parse_report
 from verifier.errors import InvalidReport
 from verifier.findings import DeliveryStatus, Verification
 from verifier.harness import ScriptedModel, call, model_turn, run_session
@@ -305,3 +305,26 @@ def test_the_schema_accepts_both_formats(repo: GitRepo, tmp_path: Path) -> None:
     }
     assert {"gemini-contents", "gemini-interaction"} <= formats
     assert "steps" in schema["$defs"]["InteractionDoc"]["required"]
+
+
+def test_a_thought_signature_that_is_not_base64_names_the_step_field(repo: GitRepo) -> None:
+    report = to_interaction(fixed_session(repo).report())
+    report["trajectory"]["interaction"]["steps"].insert(1, {"type": "thought", "signature": "no!"})
+
+    with pytest.raises(InvalidReport) as info:
+        parse_report(to_bytes(report))
+
+    assert info.value.field == "trajectory.interaction.steps.1.signature"
+    assert "not base64" in info.value.problem
+
+
+def test_more_steps_than_the_limit_are_refused_before_validation(repo: GitRepo) -> None:
+    report = to_interaction(fixed_session(repo).report())
+    steps = len(report["trajectory"]["interaction"]["steps"])
+
+    with pytest.raises(InvalidReport) as info:
+        parse_document(to_bytes(report), Limits(parts=steps - 1))
+
+    assert info.value.field == "trajectory.interaction.steps"
+    assert f"holds {steps} items" in info.value.problem
+    assert parse_document(to_bytes(report), Limits(parts=steps)).session_id == "s-1"
