@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from gitrepo import GitRepo
 from sessions import fix_turns, to_bytes
+from store.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
 from test_interaction import to_interaction
 
 from verifier import adapters, resources
@@ -29,7 +30,7 @@ from verifier.contract import parse_report
 from verifier.findings import CheckResult, CheckStatus, DeliveryStatus, Verification
 from verifier.harness import ScriptedModel, call, model_turn, run_session
 from verifier.profiles import ActionKind, load_profile
-from verifier.store import Store
+from verifier.store import Store, upgrade
 from verifier.store.maintenance import prune
 
 RENAMED = """\
@@ -86,8 +87,24 @@ NOV_29 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 NOV_01 = datetime(2026, 11, 1, 10, 0, tzinfo=UTC)
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """The store the commands read: a real SQLite file, or a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        yield os.environ["VERIFIER_DATABASE_URL"]
+        return
+    if not POSTGRES_URL:
+        pytest.skip(NO_POSTGRES)
+    with postgres_database(POSTGRES_URL) as url:
+        upgrade(url)
+        monkeypatch.setenv("VERIFIER_DATABASE_URL", url)
+        yield url
+
+
 @pytest.fixture
-def stored(repo: GitRepo) -> Iterator[Store]:
+def stored(repo: GitRepo, db_url: str) -> Iterator[Store]:
     """Three sessions in the store: a fix, a write and a command, and an old pruned one."""
     fix = record(repo, "s-fix", fix_turns(), NOV_29)
     write = record(
@@ -105,7 +122,7 @@ def stored(repo: GitRepo) -> Iterator[Store]:
         NOV_29 + timedelta(hours=1),
     )
     old = record(repo, "s-old", fix_turns(), NOV_01)
-    with Store.open(os.environ["VERIFIER_DATABASE_URL"]) as store:
+    with Store.open(db_url) as store:
         for report in (fix, to_interaction(write), old):
             store.ingest(parse_report(to_bytes(report)))
         started = datetime(2026, 11, 2, tzinfo=UTC)
