@@ -174,7 +174,13 @@ def load_interaction(steps: Sequence[Any], *, release: bool = False) -> Trajecto
     """
     adapter = _step_adapter()
     owned = typing.cast("list[Any]", steps) if release else None
-    turns: list[tuple[str, list[dict[str, Any]], list[int]]] = []
+    # Each turn is validated from dicts once it is complete, as `load_trajectory` does:
+    # building its parts with the SDK's constructors made loading a fifth slower.
+    validate = types.Content.model_validate
+    contents: list[types.Content] = []
+    role: str | None = None
+    parts: list[dict[str, Any]] = []
+    where_of: dict[tuple[int, int], int] = {}
     ignored: list[str] = []
     others: list[OtherStep] = []
     errors: dict[tuple[int, int], bool] = {}
@@ -199,18 +205,18 @@ def load_interaction(steps: Sequence[Any], *, release: bool = False) -> Trajecto
         part = _step_part(kind, step, item, where)
         if part is None:
             continue
-        role = "model" if kind in _MODEL_STEPS else "user"
-        if not turns or turns[-1][0] != role:
-            turns.append((role, [], []))
+        side = "model" if kind in _MODEL_STEPS else "user"
+        if side != role:
+            if role is not None:
+                contents.append(validate({"role": role, "parts": parts}))
+            role, parts = side, []
+        place = (len(contents), len(parts))
         if kind == "function_result" and item.get("is_error") is not None:
-            errors[(len(turns) - 1, len(turns[-1][1]))] = bool(item["is_error"])
-        turns[-1][1].append(part)
-        turns[-1][2].append(n)
-    # Validated from dicts, one turn at a time: the SDK's constructors check every
-    # field's type again in Python, and cost half as much again as the whole load.
-    validate = types.Content.model_validate
-    contents = [validate({"role": role, "parts": parts}) for role, parts, _ in turns]
-    where_of = {(i, j): n for i, (_, _, ns) in enumerate(turns) for j, n in enumerate(ns)}
+            errors[place] = bool(item["is_error"])
+        where_of[place] = n
+        parts.append(part)
+    if role is not None:
+        contents.append(validate({"role": role, "parts": parts}))
     calls, orphans, misplaced = _pair(contents)
     if errors:
         calls = _flag_errors(contents, calls, errors)
