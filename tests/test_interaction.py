@@ -289,10 +289,11 @@ def test_a_result_that_answers_no_call_is_an_orphan_found_by_the_audit_check(
 
     assert [f.code for f in checked.findings] == ["audit.response_without_call"]
     (orphan,) = trajectory.orphan_responses
-    assert (
-        trajectory.location(orphan.turn, orphan.part)
-        == f"trajectory.interaction.steps.{len(steps) - 1}"
-    )
+    where = f"trajectory.interaction.steps.{len(steps) - 1}"
+    assert trajectory.location(orphan.turn, orphan.part) == where
+    # The audit check's finding points at the step, not at a `contents` the report lacks.
+    (finding,) = checked.findings
+    assert finding.path == where
 
 
 def test_the_schema_accepts_both_formats(repo: GitRepo, tmp_path: Path) -> None:
