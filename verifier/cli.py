@@ -609,6 +609,79 @@ def report_check_cmd(report: str, explain: bool, profile_dir: Path | None, fmt: 
     raise _Exit(result.exit_code)
 
 
+@main.group("adapters")
+def adapters_group() -> None:
+    """Tool profiles against the stored sessions: shadow mode and the migration inventory."""
+
+
+@adapters_group.command("shadow", short_help="Run two tool profiles over stored sessions.")
+@click.option("--old", "old", required=True, metavar="PROFILE", help="The profile in use.")
+@click.option("--new", "new", required=True, metavar="PROFILE", help="The profile to switch to.")
+@click.option(
+    "--session", "session_ids", multiple=True, metavar="ID", help="Only this session (repeatable)."
+)
+@click.option(
+    "--since",
+    metavar="DATE",
+    help="Only sessions that ended at or after DATE (YYYY-MM-DD, or an ISO datetime).",
+)
+@format_option
+@config_option
+def adapters_shadow_cmd(
+    old: str,
+    new: str,
+    session_ids: tuple[str, ...],
+    since: str | None,
+    fmt: str,
+    config_path: Path | None,
+) -> None:
+    """Normalise every stored call with both profiles, executing nothing, and list each
+    difference: unrecognised names, missing or extra fields, values, permissions, actions.
+
+    Exit 0 when the profiles agree on everything that matters, 1 when they do not.
+    """
+    from verifier import adapters
+    from verifier.store import NoStore, Store
+
+    if session_ids and since is not None:
+        raise click.UsageError("give --session or --since, not both")
+    cutoff = adapters.parse_since(since) if since is not None else None
+    config = Config.load(config_path)
+    try:
+        with Store.open(config.database_url, read_only=True) as store:
+            result = adapters.shadow(store, config.profiles_dir, old, new, session_ids, cutoff)
+    except NoStore as exc:
+        if session_ids:
+            raise NotFound(f"session {session_ids[0]!r} is not stored: {exc}") from None
+        click.echo(f"verifier: {exc}", err=True)
+        result = adapters.shadow(None, config.profiles_dir, old, new)
+    _emit(render.dumps(render.shadow_dict(result)) if fmt == "json" else render.shadow_text(result))
+    raise _Exit(result.exit_code)
+
+
+@adapters_group.command("inventory", short_help="Function names and argument shapes stored.")
+@format_option
+@config_option
+def adapters_inventory_cmd(fmt: str, config_path: Path | None) -> None:
+    """Every function name and argument shape seen in the stored sessions, with counts,
+    and which tool profiles cover each."""
+    from verifier import adapters
+    from verifier.store import NoStore, Store
+
+    config = Config.load(config_path)
+    try:
+        with Store.open(config.database_url, read_only=True) as store:
+            result = adapters.inventory(store, config.profiles_dir)
+    except NoStore as exc:
+        click.echo(f"verifier: {exc}", err=True)
+        result = adapters.inventory(None, config.profiles_dir)
+    _emit(
+        render.dumps(render.inventory_dict(result))
+        if fmt == "json"
+        else render.inventory_text(result)
+    )
+
+
 def _on_signal(signum: int, _frame: FrameType | None) -> None:
     """First signal: unwind, killing the test run and removing our folders. Second: stop now,
     the test runs killed all the same (our temporary folders are left)."""

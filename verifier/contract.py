@@ -29,6 +29,7 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Field,
     PlainValidator,
     StrictInt,
     StringConstraints,
@@ -178,7 +179,7 @@ class ClaimedChange(_Model):
     can be claimed, and reports written before they existed read as they did.
     """
 
-    path: Text
+    path: str  # NUL included: the changes check refuses such a path, naming it
     action: Literal["create", "modify", "delete"]
     sha256_before: Sha256 | None
     sha256_after: Sha256 | None
@@ -199,8 +200,37 @@ class AgentTests(_Model):
 # 37 times its size. The raw bytes still hold them as written. (A comment, not a
 # docstring: docstrings become descriptions in the published schema.)
 class TrajectoryDoc(_Model):
+    """The session history as google-genai ``types.Content`` objects, in order."""
+
     format: Literal["gemini-contents"]
     contents: Objects
+
+
+# Like `contents`, `steps` is emptied once the trajectory has loaded it.
+class InteractionDoc(_Model):
+    """An Interactions API ``Interaction`` as the SDK returns it; only ``steps`` is read.
+
+    The other fields (``id``, ``status``, ``model``, ``usage``...) are kept as given.
+    """
+
+    id: Text | None = None
+    status: Text | None = None
+    model: Text | None = None
+    steps: Objects
+
+
+class InteractionTrajectoryDoc(_Model):
+    """The session history as the steps of one Interactions API ``Interaction``."""
+
+    format: Literal["gemini-interaction"]
+    interaction: InteractionDoc
+
+
+# The formats a trajectory may take, told apart by `format`.
+TRAJECTORY_FORMATS = ("gemini-contents", "gemini-interaction")
+AnyTrajectoryDoc = Annotated[
+    TrajectoryDoc | InteractionTrajectoryDoc, Field(discriminator="format")
+]
 
 
 class AuditDoc(_Model):
@@ -232,7 +262,7 @@ class ReportDoc(_Model):
     usage: Usage | None = None
     changes: list[ClaimedChange]
     tests: AgentTests | None = None
-    trajectory: TrajectoryDoc
+    trajectory: AnyTrajectoryDoc
     audit: AuditDoc
     signature: Signature | None = None
     extensions: dict[str, Any] | None = None
@@ -263,15 +293,23 @@ class Report:
         """The model's turns as google-genai types; `InvalidReport` when they are not."""
         with self._lock:
             if self._trajectory is None:
-                from verifier.trajectory import load_trajectory
+                from verifier.trajectory import load_interaction, load_trajectory
 
-                contents = self.doc.trajectory.contents
+                doc = self.doc.trajectory
+                items = (
+                    doc.interaction.steps
+                    if isinstance(doc, InteractionTrajectoryDoc)
+                    else doc.contents
+                )
                 try:
-                    self._trajectory = load_trajectory(contents, release=True)
+                    if isinstance(doc, InteractionTrajectoryDoc):
+                        self._trajectory = load_interaction(items, release=True)
+                    else:
+                        self._trajectory = load_trajectory(items, release=True)
                 except InvalidReport as exc:
                     self._trajectory = exc
                 finally:
-                    contents.clear()  # loaded once: the SDK objects replace the raw ones
+                    items.clear()  # loaded once: the SDK objects replace the raw ones
             if isinstance(self._trajectory, InvalidReport):
                 raise self._trajectory
             return self._trajectory
@@ -379,10 +417,14 @@ def _check_counts(data: dict[str, Any], limits: Limits) -> None:
     """Refuse lists longer than `limits` before validating them (errors are built per item)."""
     trajectory, audit = data.get("trajectory"), data.get("audit")
     contents = trajectory.get("contents") if isinstance(trajectory, dict) else None
+    interaction = trajectory.get("interaction") if isinstance(trajectory, dict) else None
+    steps = interaction.get("steps") if isinstance(interaction, dict) else None
     entries = audit.get("entries") if isinstance(audit, dict) else None
     for where, value, limit in (
         ("changes", data.get("changes"), limits.changes),
         ("trajectory.contents", contents, limits.contents),
+        # A step becomes one part (and at most one turn): the parts' limit bounds it.
+        ("trajectory.interaction.steps", steps, limits.parts),
         ("audit.entries", entries, limits.audit_entries),
     ):
         if isinstance(value, list) and len(value) > limit:
@@ -450,8 +492,24 @@ def _lone_surrogate(value: Any, where: str) -> str | None:
 def _invalid(exc: ValidationError) -> InvalidReport:
     """The first problem pydantic found, with its location as a dotted field path."""
     error = exc.errors()[0]
-    field = ".".join(str(part) for part in error["loc"]) or "$"
+    loc = error["loc"]
+    # A trajectory's format is a tag pydantic puts in the location: the report has no such field.
+    if len(loc) > 1 and loc[0] == "trajectory" and loc[1] in TRAJECTORY_FORMATS:
+        loc = (loc[0], *loc[2:])
+    field = ".".join(str(part) for part in loc) or "$"
     problem = error["msg"]
+    if error["type"] in ("union_tag_not_found", "union_tag_invalid") and loc == ("trajectory",):
+        field = "trajectory.format"
+        given = (
+            error.get("input", {}).get("format") if isinstance(error.get("input"), dict) else None
+        )
+        problem = (
+            ("required field is missing" if given is None else f"unknown format {given!r}")
+            + " (expected one of "
+            + ", ".join(repr(f) for f in TRAJECTORY_FORMATS)
+            + ")"
+        )
+        return InvalidReport(field, problem)
     if error["type"] == "missing":
         problem = "required field is missing"
     elif error["type"] != "extra_forbidden" and "input" in error:

@@ -26,6 +26,8 @@ if TYPE_CHECKING:  # the store loads SQLAlchemy, rich costs an import: neither i
     from rich.console import Console
     from rich.table import Table
 
+    from verifier.adapters import Inventory, Scan, Shadow
+    from verifier.profiles import Action
     from verifier.store import Counts, Listed, RunRow, SessionRow
 
 VERDICT_STYLE = {
@@ -351,3 +353,160 @@ def toml_like(settings: Mapping[str, Any]) -> str:
         lines += ["", f"[repositories.{name}]"]
         lines += [f"{k} = {json.dumps(v)}" for k, v in table.items() if k != "name"]
     return "\n".join(lines)
+
+
+# -- adapters: shadow mode and the migration inventory --------------------------------------
+
+
+def _scan_dict(scan: Scan) -> dict[str, Any]:
+    return {
+        "sessions": scan.sessions,
+        "calls": scan.calls,
+        "skipped_pruned": len(scan.pruned),
+        "pruned": list(scan.pruned),
+        "unreadable": dict(scan.unreadable),
+    }
+
+
+def _reading(action: Action) -> dict[str, Any]:
+    from verifier.adapters import permission
+
+    return {
+        "kind": action.kind.value,
+        "params": _jsonable(dict(action.params)),
+        "problems": list(action.problems),
+        "permission": permission(action),
+    }
+
+
+def _jsonable(value: Any) -> Any:
+    """A model's argument as JSON holds it (it may be anything the SDK accepted)."""
+    return json.loads(json.dumps(value, ensure_ascii=False, default=str))
+
+
+def shadow_dict(result: Shadow) -> dict[str, Any]:
+    """Shadow mode as data: every call the profiles read differently, both readings."""
+    return {
+        "old": result.old,
+        "new": result.new,
+        "agree": result.exit_code == 0,
+        "disagreements": result.disagreements,
+        **_scan_dict(result.scan),
+        "calls_differing": [
+            {
+                "session_id": d.session_id,
+                "call_id": d.call_id,
+                "name": d.name,
+                "location": d.location,
+                "matters": d.matters,
+                "old": _reading(d.old),
+                "new": _reading(d.new),
+                "differences": [
+                    {
+                        "kind": x.kind,
+                        "field": x.field,
+                        "old": _jsonable(x.old),
+                        "new": _jsonable(x.new),
+                        "matters": x.matters,
+                    }
+                    for x in d.differences
+                ],
+            }
+            for d in result.diffs
+        ],
+    }
+
+
+def _cell(value: Any, limit: int = 60) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return _escape(text if len(text) <= limit else text[: limit - 1] + "…")
+
+
+def shadow_text(result: Shadow, width: int | None = None) -> str:
+    """One table row per difference; then whether the profiles agree."""
+    from rich.table import Table
+
+    console, out = _console(width)
+    if result.diffs:
+        table = Table("session", "call", "function", "difference", "field", result.old, result.new)
+        for d in result.diffs:
+            for x in d.differences:
+                kind = x.kind if x.matters else f"[dim]{x.kind}[/dim]"
+                table.add_row(
+                    _escape(d.session_id),
+                    _escape(d.call_id),
+                    _escape(d.name),
+                    kind,
+                    _escape(x.field or ""),
+                    _cell(x.old),
+                    _cell(x.new),
+                )
+        console.print(table)
+    scan = result.scan
+    read = f"{scan.sessions:,} sessions, {scan.calls:,} calls read"
+    if scan.pruned:
+        read += f"; {len(scan.pruned):,} pruned sessions skipped"
+    if scan.unreadable:
+        read += f"; {len(scan.unreadable):,} unreadable reports skipped"
+    console.print(read)
+    if result.disagreements:
+        console.print(
+            f"[bold red]profiles {_escape(result.old)} and {_escape(result.new)} disagree on "
+            f"{result.disagreements:,} calls[/bold red]"
+        )
+    else:
+        console.print(
+            f"[bold green]profiles {_escape(result.old)} and {_escape(result.new)} agree "
+            "on every call that matters[/bold green]"
+        )
+    return out.getvalue()
+
+
+def inventory_dict(result: Inventory) -> dict[str, Any]:
+    """The inventory as data: each function name and argument shape, counts and coverage."""
+    return {
+        "profiles": list(result.profiles),
+        **_scan_dict(result.scan),
+        "shapes": [
+            {
+                "name": s.name,
+                "shape": list(s.shape),
+                "calls": s.calls,
+                "sessions": len(s.sessions),
+                "known_by": list(s.known_by),
+                "covered_by": list(s.covered_by),
+            }
+            for s in result.shapes
+        ],
+    }
+
+
+def inventory_text(result: Inventory, width: int | None = None) -> str:
+    """One row per function name and argument shape; a shape no profile covers in red."""
+    from rich.table import Table
+
+    console, out = _console(width)
+    table = Table("function", "arguments", "calls", "sessions", "covered by")
+    for s in result.shapes:
+        covered = ", ".join(s.covered_by) or "[red]none[/red]"
+        partly = [p for p in s.known_by if p not in s.covered_by]
+        if partly:
+            covered += f" [dim](refused by {', '.join(partly)})[/dim]"
+        table.add_row(
+            _escape(s.name),
+            _escape(", ".join(s.shape) or "(none)"),
+            f"{s.calls:,}",
+            f"{len(s.sessions):,}",
+            covered,
+        )
+    console.print(table)
+    scan = result.scan
+    line = (
+        f"{scan.sessions:,} sessions, {scan.calls:,} calls; profiles: {', '.join(result.profiles)}"
+    )
+    if scan.pruned:
+        line += f"; {len(scan.pruned):,} pruned sessions skipped"
+    if scan.unreadable:
+        line += f"; {len(scan.unreadable):,} unreadable reports skipped"
+    console.print(_escape(line))
+    return out.getvalue()

@@ -1,6 +1,11 @@
 """The trajectory: the model's turns as google-genai `types.Content`.
 
-Loading follows the contract:
+Two recorded forms load into the same structures (`Trajectory`, `ToolCall`),
+so every check reads them the same way: ``gemini-contents`` (a list of
+``types.Content``, `load_trajectory`) and ``gemini-interaction`` (the steps of
+an Interactions API ``Interaction``, `load_interaction`).
+
+Loading ``gemini-contents`` follows the contract:
 
 1. every element of ``contents`` is a JSON object, in snake_case (the SDK's
    ``model_dump``) or camelCase (the REST form);
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import functools
 import types as pytypes
 import typing
@@ -30,7 +36,14 @@ from google.genai import types
 from verifier._gc import gc_paused
 from verifier.errors import InvalidReport
 
-__all__ = ["ToolCall", "Trajectory", "gc_paused", "load_trajectory"]
+__all__ = [
+    "OtherStep",
+    "ToolCall",
+    "Trajectory",
+    "gc_paused",
+    "load_interaction",
+    "load_trajectory",
+]
 
 
 @dataclass(frozen=True, slots=True)  # slots: one per call, thousands per report
@@ -44,6 +57,9 @@ class ToolCall:
     part: int
     call: types.FunctionCall
     response: types.FunctionResponse | None
+    # An interaction's function_result can say `is_error` beside its result; None when
+    # the trajectory has no such flag (gemini-contents) or the step did not set it.
+    is_error: bool | None = None
 
     @property
     def response_object(self) -> dict[str, Any] | None:
@@ -64,12 +80,39 @@ class OrphanResponse:
 
 
 @dataclass(frozen=True)
+class OtherStep:
+    """An interaction step that is neither the model's words nor a function call or
+    result (a server-side tool's step, or a type the SDK does not know): kept raw."""
+
+    index: int
+    type: str
+    raw: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
 class Trajectory:
+    """The turns, the calls paired with their responses, and what loading set aside.
+
+    `steps` is None for ``gemini-contents``; for ``gemini-interaction`` it maps each
+    (turn, part) of `contents` onto the index of the step it came from, so that a
+    finding can name the place in the report (`location`).
+    """
+
     contents: tuple[types.Content, ...]
     calls: tuple[ToolCall, ...]
     orphan_responses: tuple[OrphanResponse, ...]
     ignored_keys: tuple[str, ...]
     misplaced_calls: tuple[ToolCall, ...] = ()
+    format: str = "gemini-contents"
+    steps: Mapping[tuple[int, int], int] | None = None
+    other_steps: tuple[OtherStep, ...] = ()
+
+    def location(self, turn: int, part: int) -> str:
+        """Where part `part` of turn `turn` sits in the report, as a dotted field path."""
+        if self.steps is None:
+            return f"trajectory.contents.{turn}.parts.{part}"
+        step = self.steps.get((turn, part))
+        return "trajectory.interaction.steps" + ("" if step is None else f".{step}")
 
 
 @gc_paused()
@@ -102,6 +145,143 @@ def load_trajectory(contents: Sequence[Any], *, release: bool = False) -> Trajec
             raise InvalidReport(f"{where}.{loc}" if loc else where, error["msg"]) from None
     calls, orphans, misplaced = _pair(loaded)
     return Trajectory(tuple(loaded), tuple(calls), tuple(orphans), tuple(ignored), tuple(misplaced))
+
+
+# Which side of the conversation each interaction step speaks for; steps of other
+# types (server-side tools, types the SDK does not know) are kept raw as `OtherStep`.
+_MODEL_STEPS = ("thought", "function_call", "model_output")
+_USER_STEPS = ("user_input", "function_result")
+
+
+@gc_paused()
+def load_interaction(steps: Sequence[Any], *, release: bool = False) -> Trajectory:
+    """Load the steps of an Interactions API ``Interaction`` into turns and paired calls.
+
+    1. each step is validated with the SDK's own ``Step`` types
+       (``google.genai.interactions``): ``function_call`` (``id``, ``name``,
+       ``arguments``), ``function_result`` (``call_id``, ``result``, optional
+       ``name``, ``is_error``), ``thought``, ``model_output``, ``user_input``; a
+       type it does not know, and a server-side tool's step, is kept raw;
+    2. consecutive model steps (thought, function_call, model_output) make one
+       model turn, consecutive user steps (user_input, function_result) one user
+       turn, as ``types.Content``, so the checks read them like any contents;
+    3. calls are paired with results by id (`_pair`, as for contents). The
+       response object of a result is its ``result`` when that is a JSON
+       object, else ``{"result": <result>}``; ``is_error`` goes on the call.
+
+    With `release`, `steps` must be a list, and each element is replaced by None
+    once read (see `load_trajectory`).
+    """
+    adapter = _step_adapter()
+    owned = typing.cast("list[Any]", steps) if release else None
+    # Each turn is validated from dicts once it is complete, as `load_trajectory` does:
+    # building its parts with the SDK's constructors made loading a fifth slower.
+    validate = types.Content.model_validate
+    contents: list[types.Content] = []
+    role: str | None = None
+    parts: list[dict[str, Any]] = []
+    where_of: dict[tuple[int, int], int] = {}
+    ignored: list[str] = []
+    others: list[OtherStep] = []
+    errors: dict[tuple[int, int], bool] = {}
+    for n, item in enumerate(steps):
+        if owned is not None:
+            owned[n] = None
+        where = f"trajectory.interaction.steps.{n}"
+        if not isinstance(item, dict):
+            raise InvalidReport(where, f"expected an object, got {type(item).__name__}")
+        try:
+            step = adapter.validate_python(item)
+        except pydantic.ValidationError as exc:
+            error = exc.errors()[0]
+            loc = ".".join(str(p) for p in error["loc"])
+            problem = "required field is missing" if error["type"] == "missing" else error["msg"]
+            raise InvalidReport(f"{where}.{loc}" if loc else where, problem) from None
+        kind = item.get("type")
+        if kind not in _MODEL_STEPS and kind not in _USER_STEPS:
+            others.append(OtherStep(n, str(kind), item))
+            continue
+        ignored.extend(f"{where}.{key}" for key in step.model_extra or ())
+        part = _step_part(kind, step, item, where)
+        if part is None:
+            continue
+        side = "model" if kind in _MODEL_STEPS else "user"
+        if side != role:
+            if role is not None:
+                contents.append(validate({"role": role, "parts": parts}))
+            role, parts = side, []
+        place = (len(contents), len(parts))
+        if kind == "function_result" and item.get("is_error") is not None:
+            errors[place] = bool(item["is_error"])
+        where_of[place] = n
+        parts.append(part)
+    if role is not None:
+        contents.append(validate({"role": role, "parts": parts}))
+    calls, orphans, misplaced = _pair(contents)
+    if errors:
+        calls = _flag_errors(contents, calls, errors)
+    return Trajectory(
+        tuple(contents),
+        tuple(calls),
+        tuple(orphans),
+        tuple(ignored),
+        tuple(misplaced),
+        format="gemini-interaction",
+        steps=where_of,
+        other_steps=tuple(others),
+    )
+
+
+@functools.cache
+def _step_adapter() -> pydantic.TypeAdapter[Any]:
+    """The SDK's ``Step`` union (loaded on first use: only interaction reports need it)."""
+    from google.genai import interactions
+
+    return pydantic.TypeAdapter(interactions.Step)
+
+
+def _step_part(kind: str, step: Any, raw: dict[str, Any], where: str) -> dict[str, Any] | None:
+    """The ``types.Part`` (as a dict) a validated step stands for; None for one with no text.
+
+    Arguments and results are taken from the raw step, not the SDK's object:
+    their hashes are over the JSON exactly as it was recorded.
+    """
+    if kind == "function_call":
+        return {"function_call": {"id": step.id, "name": step.name, "args": raw["arguments"]}}
+    if kind == "function_result":
+        result = raw["result"]
+        response = result if isinstance(result, dict) else {"result": result}
+        return {"function_response": {"id": step.call_id, "name": step.name, "response": response}}
+    if kind == "thought":
+        summary = [getattr(c, "text", None) for c in step.summary or ()]
+        part: dict[str, Any] = {"thought": True}
+        text = "".join(t for t in summary if isinstance(t, str))
+        if text:
+            part["text"] = text
+        signature = raw.get("signature")
+        if isinstance(signature, str):
+            part["thought_signature"] = _b64decode(signature, f"{where}.signature")
+        return part
+    texts = [c.text for c in step.content or () if getattr(c, "type", None) == "text"]
+    return {"text": "".join(texts)} if texts else None
+
+
+def _flag_errors(
+    contents: list[types.Content], calls: list[ToolCall], errors: dict[tuple[int, int], bool]
+) -> list[ToolCall]:
+    """Set `is_error` on each call whose result (at turn, part) said it."""
+    at = {
+        id(p.function_response): (i, k)
+        for i, content in enumerate(contents)
+        for k, p in enumerate(content.parts or ())
+        if p.function_response
+    }
+    out = []
+    for call in calls:
+        place = at.get(id(call.response)) if call.response is not None else None
+        flag = errors.get(place) if place is not None else None
+        out.append(call if flag is None else dataclasses.replace(call, is_error=flag))
+    return out
 
 
 def _pair(

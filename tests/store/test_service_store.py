@@ -332,3 +332,18 @@ def test_migration_0004_fills_the_verdicts_and_counts_of_an_older_store(store: S
             == {"a": "not_delivered", "b": "inconclusive", "c": "pending"}
         )
         assert again.rates() == brute_counts(again)
+
+
+def test_a_claimed_path_holding_nul_is_stored_and_its_finding_recorded(store: Store) -> None:
+    """The contract lets it through (the changes check refuses it, naming it); PostgreSQL
+    text cannot hold U+0000, so the store writes it escaped, on both engines alike."""
+    change = {"path": "calc\u0000.py", "action": "create", "sha256_before": None}
+    raw = make_report_bytes("s-nul", changes=[{**change, "sha256_after": "a" * 64}])
+    store.ingest(parse_report(raw))
+    assert store.report_bytes("s-nul") == raw  # the bytes as received
+    outside = Finding("change.path_outside_root", "calc\u0000.py: NUL", path="calc\u0000.py")
+    store.record_run(verification("s-nul", changes=(outside,)))
+    (run,) = store.runs("s-nul")
+    assert run.findings[0].path == "calc\\x00.py"
+    assert run.findings[0].message == "calc\\x00.py: NUL"
+    assert store.listed("s-nul").delivery_status == "not_delivered"

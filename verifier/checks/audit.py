@@ -84,7 +84,7 @@ def check(report: Report, profile: Profile) -> CheckResult:
             "audit.response_without_call",
             f"trajectory turn {o.turn} part {o.part}: a function_response "
             f"({o.name!r}, id {o.id!r}) answers no call of the model turn before it",
-            path=f"trajectory.contents.{o.turn}.parts.{o.part}",
+            path=report.trajectory.location(o.turn, o.part),
         )
         for o in report.trajectory.orphan_responses
     )
@@ -98,7 +98,7 @@ def check(report: Report, profile: Profile) -> CheckResult:
                     f"call id {c.call_id!r} is used by two calls (turn {first.turn} part "
                     f"{first.part} and turn {c.turn} part {c.part}): each call needs its own "
                     "audit entry",
-                    path=f"trajectory.contents.{c.turn}.parts.{c.part}",
+                    path=report.trajectory.location(c.turn, c.part),
                     expected="a call id used once",
                     found=c.call_id,
                 )
@@ -109,7 +109,7 @@ def check(report: Report, profile: Profile) -> CheckResult:
             "audit.call_outside_model_turn",
             f"trajectory turn {c.turn} part {c.part}: a function_call ({c.name!r}) in a "
             "turn whose role is not 'model'",
-            path=f"trajectory.contents.{c.turn}.parts.{c.part}",
+            path=report.trajectory.location(c.turn, c.part),
             expected="model",
             found=str(report.trajectory.contents[c.turn].role),
         )

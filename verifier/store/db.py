@@ -774,7 +774,7 @@ class Store:
                     {
                         "session_id": doc.session_id,
                         "ordinal": ordinal,
-                        "path": change.path,
+                        "path": _text(change.path),
                         "action": change.action,
                         "sha256_before": change.sha256_before,
                         "sha256_after": change.sha256_after,
@@ -1082,16 +1082,23 @@ def _session_row(model: SessionModel) -> SessionRow:
     return SessionRow(**{f.name: getattr(model, f.name) for f in dataclasses.fields(SessionRow)})
 
 
+def _text(value: str | None) -> str | None:
+    """`value` for a text column: U+0000, which PostgreSQL text cannot hold, written as
+    the four characters ``\\x00``. A claimed path may hold one (the changes check
+    refuses it, naming it); the report's own bytes keep it as received."""
+    return None if value is None else value.replace("\x00", "\\x00")
+
+
 def _finding_model(run_id: int, check_name: str, ordinal: int, finding: Finding) -> FindingModel:
     return FindingModel(
         run_id=run_id,
         check_name=check_name,
         ordinal=ordinal,
         code=finding.code,
-        message=finding.message,
-        path=finding.path,
-        expected=finding.expected,
-        found=finding.found,
+        message=_text(finding.message),
+        path=_text(finding.path),
+        expected=_text(finding.expected),
+        found=_text(finding.found),
     )
 
 
