@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 from gitrepo import GitRepo
 from sessions import BASE, CALC, PYTEST, fixed_session, to_bytes
+from test_interaction import to_interaction
 
+from audit import jcs_sha256, seal
 from verifier.checks.replay import split_lines
 from verifier.config import Config, RepositoryConfig
 from verifier.contract import parse_report
@@ -322,3 +324,47 @@ def test_a_request_outside_the_root_is_never_opened(tmp_path: Path) -> None:
     delivered(v)
     assert "not a safe path" in v.checks["replay"].details["not_replayable"]["../outside.txt"]
     assert (tmp_path / "outside.txt").read_text() == "secret\n"
+
+
+# -- gemini-interaction trajectories: the same actions, the report's own places -----------
+
+
+def test_an_interaction_report_is_replayed_like_its_contents(tmp_path: Path) -> None:
+    repo = notes_repo(tmp_path / "r")
+    tools = {**DEFAULT_TOOLS, "apply_patch": _apply_patch}
+    report = session(
+        repo,
+        model_turn(replace("c1", "NOTES.md", 3, 3, "alpha\n", "ALPHA\n")),
+        model_turn(call("apply_patch", "c2", line="delta\n")),
+        tools=tools,
+    )
+    v = verified(repo, to_interaction(report))
+    result = v.checks["replay"]
+    assert [f.code for f in result.findings] == ["profile.unknown_call"]
+    # The step of the interaction that holds the call, not a contents the report lacks.
+    assert result.findings[0].path is not None
+    assert result.findings[0].path.startswith("trajectory.interaction.steps.")
+
+
+def test_a_result_flagged_is_error_is_not_replayed(tmp_path: Path) -> None:
+    """An interaction's ``is_error`` says the call failed, whatever its result holds."""
+    repo = notes_repo(tmp_path / "r")
+    report = to_interaction(
+        session(repo, model_turn(replace("c1", "NOTES.md", 4, 4, "x\n", "y\n")))
+    )
+    steps = report["trajectory"]["interaction"]["steps"]
+    result = next(s for s in steps if s["type"] == "function_result")
+    result["result"] = {"ok": True}  # as if the harness said ok, and flagged the error
+    result["is_error"] = True
+    for entry in report["audit"]["entries"]:
+        if entry.get("call_id") == "c1":
+            entry["result_sha256"] = jcs_sha256({"ok": True})
+    bodies = [
+        {k: v for k, v in e.items() if k not in ("v", "session_id", "seq", "prev", "hash")}
+        for e in report["audit"]["entries"]
+    ]
+    entries = seal(report["session_id"], bodies)
+    report["audit"] = {"entries": entries, "count": len(entries), "head": entries[-1]["hash"]}
+    v = verified(repo, report)
+    assert v.checks["replay"].status is CheckStatus.PASS, v.checks["replay"]
+    assert v.checks["replay"].details["steps"] == 1

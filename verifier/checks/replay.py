@@ -105,7 +105,9 @@ class ReplayCheck:
             notes = (f"{exc}: every call is unknown",)
         calls, entries = report.trajectory.calls, report.doc.audit.entries
         try:
-            result = replay_session(context.repo_path, state, profile, calls, entries)
+            result = replay_session(
+                context.repo_path, state, profile, calls, entries, report.trajectory.location
+            )
         except InfrastructureError as exc:
             return CheckResult.error(NAME, "replay.git_failed", str(exc))
         return CheckResult(result.name, result.status, result.findings, result.details, notes=notes)
@@ -114,30 +116,46 @@ class ReplayCheck:
 CHECK = ReplayCheck()
 
 
+def _contents_location(turn: int, part: int) -> str:
+    return f"trajectory.contents.{turn}.parts.{part}"
+
+
 def replay_session(
     path: Path,
     state: HeadState,
     profile: Profile,
     calls: Sequence[ToolCall],
     entries: Sequence[Mapping[str, Any]],
+    location: Callable[[int, int], str] = _contents_location,
 ) -> CheckResult:
-    """Steps 1 to 3 on the repository at `path`: the base's listing read while we plan."""
+    """Steps 1 to 3 on the repository at `path`: the base's listing read while we plan.
+
+    `location` names a call's place in the report (`Trajectory.location`).
+    """
     git = Git(path)
     with ThreadPoolExecutor(1, thread_name_prefix="ls-tree") as pool:
         listing = pool.submit(git.run, "ls-tree", "-r", "-z", "--full-tree", state.base_commit)
-        plan = plan_replay(profile, calls, entries)
+        plan = plan_replay(profile, calls, entries, location)
         files = _read_files(path, state, sorted(plan.steps), listing.result())
     return replay(plan, files, profile.name)
 
 
 def succeeded(profile: Profile, call: ToolCall) -> bool:
-    """Whether the harness answered `call` as a success (no response: it did not)."""
+    """Whether the harness answered `call` as a success (no response: it did not).
+
+    An interaction's ``function_result`` may say ``is_error`` itself: then it fails.
+    """
     response = call.response_object
-    return response is not None and not profile.response_failed(response)
+    if response is None or call.is_error:
+        return False
+    return not profile.response_failed(response)
 
 
 def plan_replay(
-    profile: Profile, calls: Sequence[ToolCall], entries: Sequence[Mapping[str, Any]]
+    profile: Profile,
+    calls: Sequence[ToolCall],
+    entries: Sequence[Mapping[str, Any]],
+    location: Callable[[int, int], str] = _contents_location,
 ) -> Plan:
     """Steps 1 and 2: normalise the calls, and list each replayable file's steps."""
     effects: dict[str, list[Mapping[str, Any]]] = {}
@@ -166,7 +184,7 @@ def plan_replay(
                     "profile.unknown_call",
                     f"{where}: profile {profile.name!r} cannot verify it ({reason}), yet it was "
                     "answered as successful: what it did cannot be replayed",
-                    path=f"trajectory.contents.{call.turn}.parts.{call.part}",
+                    path=location(call.turn, call.part),
                     found=call.name,
                 )
             )
