@@ -58,6 +58,7 @@ def test_delivered_session_exits_0_and_prints_json(
         "changes": "pass",
         "tests": "pass",
         "audit": "pass",
+        "replay": "pass",
     }
     assert data["stored"].startswith("stored as run")
     assert repo.snapshot() == before

@@ -17,7 +17,8 @@ EXPECTED = {
     "demo-05-audit-gap": ("not_delivered", "audit.call_without_entry"),
     "demo-06-undeclared": ("not_delivered", "change.undeclared"),
     "demo-07-out-of-turns": ("not_delivered", "tests.failed"),
-    "demo-08-worktree-fr": ("delivered", None),
+    "demo-08-whole-file": ("not_delivered", "replay.whole_file_write"),
+    "demo-09-worktree-fr": ("delivered", None),
 }
 
 
@@ -29,7 +30,7 @@ def test_demo_verdicts_rates_and_a_deterministic_second_run(tmp_path: Path, caps
     }
     assert got == EXPECTED
     printed = json.loads(capsys.readouterr().out)
-    assert printed["rates"]["done"] == 7 and printed["rates"]["delivered"] == 2
+    assert printed["rates"]["done"] == 8 and printed["rates"]["delivered"] == 2
 
     reports = sorted((tmp_path / "out" / "reports").glob("*.json"))
     before = {p.name: p.read_bytes() for p in reports}
@@ -37,7 +38,7 @@ def test_demo_verdicts_rates_and_a_deterministic_second_run(tmp_path: Path, caps
     assert {p.name: p.read_bytes() for p in reports} == before
 
     with Store.open(f"sqlite:///{tmp_path / 'out' / 'verifier.sqlite3'}") as store:
-        assert store.rates().total == 8
+        assert store.rates().total == 9
         assert len(store.runs("demo-01-delivered")) == 2
     # Never the store the environment names: the demo leaves no trace outside its folder.
     assert not Path(Config.load().database_url.removeprefix("sqlite:///")).exists()

@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CODE = re.compile(r"^(change|tests|audit)\.[a-z_]+$")
-LITERAL = re.compile(r"""["']((?:change|tests|audit)\.[a-z_]+)["']""")
+CODE = re.compile(r"^(change|tests|audit|replay|profile)\.[a-z_]+$")
+LITERAL = re.compile(r"""["']((?:change|tests|audit|replay|profile)\.[a-z_]+)["']""")
 # Strings of that shape that are JSON paths into a report, not finding codes.
 NOT_CODES = {"audit.count", "audit.entries", "audit.head"}
 

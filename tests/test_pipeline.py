@@ -108,17 +108,17 @@ def test_blob_digests_are_cached_in_the_store_and_read_back(repo: GitRepo, tmp_p
     assert codes == ["change.hash_mismatch"]
 
 
-class Replay:
+class Example:
     """A check nobody's renderer or store knows: registered by passing it along."""
 
-    name = "replay"
+    name = "example"
     reads: tuple[str, ...] = ("changes",)
     launches = False
 
     def run(self, context: Context) -> CheckResult:
         changes = context.results["changes"]
         return CheckResult.from_findings(
-            "replay", [Finding("replay.example", "seen")] if changes.findings else []
+            "example", [Finding("example.seen", "seen")] if changes.findings else []
         )
 
 
@@ -128,12 +128,12 @@ def test_a_new_check_needs_no_column_and_no_renderer(repo: GitRepo, tmp_path: Pa
 
     cfg = config(repo, tmp_path)
     report = parse_report(to_bytes(fixed_session(repo).report()))
-    v = verify(report, cfg, checks=[*registered(), Replay()])
-    assert list(v.checks) == ["changes", "tests", "audit", "replay"]
+    v = verify(report, cfg, checks=[*registered(), Example()])
+    assert list(v.checks) == ["changes", "tests", "audit", "replay", "example"]
     with Store.open(cfg.database_url) as store:
         store.ingest(report)
         store.record_run(v)
         (run,) = store.runs("s-1")
-    assert run.checks["replay"] is CheckStatus.PASS
-    assert "replay" in render.verification_text(v, width=200)
-    assert json.loads(render.verification_json(v))["checks"]["replay"]["status"] == "pass"
+    assert run.checks["example"] is CheckStatus.PASS
+    assert "example" in render.verification_text(v, width=200)
+    assert json.loads(render.verification_json(v))["checks"]["example"]["status"] == "pass"

@@ -206,7 +206,7 @@ def test_verification_json_has_the_documented_keys(repo: GitRepo) -> None:
         "verified_at",
         "verifier_version",
     } <= set(data)
-    assert set(data["checks"]) == {"changes", "tests", "audit"}
+    assert set(data["checks"]) == {"changes", "tests", "audit", "replay"}
     assert data["verified_at"].endswith("Z")
 
 
@@ -248,13 +248,18 @@ def test_french_end_status_matches_its_canonical_report_status(repo: GitRepo) ->
     assert v.checks["audit"].findings == ()
 
 
-def test_an_unknown_tool_profile_is_a_note_not_an_error(repo: GitRepo) -> None:
+def test_an_unknown_tool_profile_leaves_the_session_inconclusive(repo: GitRepo) -> None:
+    # Every call is unknown to a profile we do not have: answered as successful, what
+    # they did cannot be replayed (issue 8), so the verdict stays open.
     report = fixed_session(repo).report()
     report["agent"]["tool_profile"] = "vendor-x"
     v = check(repo, report)
-    assert v.delivery_status is DeliveryStatus.DELIVERED
+    assert v.delivery_status is DeliveryStatus.INCONCLUSIVE
     assert v.checks["audit"].details["unknown_calls"] == ["read_file", "replace_lines"]
     assert any("vendor-x" in note for note in v.checks["audit"].notes)
+    codes = [f.code for f in v.checks["replay"].findings]
+    assert codes == ["profile.unknown_call", "profile.unknown_call"]
+    assert any("vendor-x" in note for note in v.checks["replay"].notes)
 
 
 def test_unknown_trajectory_keys_are_noted_and_counted(repo: GitRepo) -> None:

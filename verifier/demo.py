@@ -1,8 +1,9 @@
 """`make demo`: real sessions on a real repository, done versus delivered.
 
-Builds a sample repository, runs eight scripted sessions through the reference
+Builds a sample repository, runs nine scripted sessions through the reference
 harness (a clean delivery, each kind of silent failure, a session that ran out
-of turns, and one in the working tree from a French harness), verifies every
+of turns, one in the working tree from a French harness, and one whose every
+hash agrees though a bounded replace was done as a whole-file write), verifies every
 report into the embedded store, and prints what the agents said beside what the
 verifier proved. Everything is deterministic: running it again gives the same
 reports, so the store keeps one session each and adds a run.
@@ -231,6 +232,38 @@ def _worktree_fr(root: Path, sid: str) -> dict[str, Any]:
     return session.report()
 
 
+def _as_whole_file(root: Path, args: Mapping[str, Any]) -> dict[str, Any]:
+    """A dispatcher still on the old vocabulary: a bounded replace becomes write_file."""
+    (root / args["path"]).write_text(str(args["replacement"]), encoding="utf-8")
+    return {"ok": True}
+
+
+def _whole_file(root: Path, sid: str) -> dict[str, Any]:
+    """Fixes subtract(), then a README line; the README edit wipes the file. Every hash
+    agrees (recorded faithfully) and the tests pass: only the replay sees it."""
+    readme = call(
+        "replace_lines",
+        "c4",
+        path="README.md",
+        start_line=3,
+        end_line=3,
+        expected="A tiny calculator.\n",
+        replacement="A tiny calculator, with tests.\n",
+    )
+
+    def replace_lines(root: Path, args: Mapping[str, Any]) -> dict[str, Any]:
+        bug = _as_whole_file if args["path"] == "README.md" else DEFAULT_TOOLS["replace_lines"]
+        return bug(root, args)
+
+    turns = [*_fix()[:3], model_turn(readme), _fix()[3]]
+    tools: dict[str, Tool] = {**TOOLS, "replace_lines": replace_lines}
+    session = run_session(root, sid, TASK + " Document.", ScriptedModel(turns), tools=tools)
+    agent_git(root, "add", "-A")
+    agent_git(root, "commit", "-q", "-m", "agent: fix subtract, document")
+    session.head_commit = agent_git(root, "rev-parse", "HEAD").decode().strip()
+    return session.report()
+
+
 SCENARIOS = [
     Scenario("demo-01-delivered", "clean delivery", _delivered),
     Scenario("demo-02-change-missing", "new file left out of the commit", _missing_file),
@@ -239,7 +272,9 @@ SCENARIOS = [
     Scenario("demo-05-audit-gap", "audit record of the edit missing", _audit_gap),
     Scenario("demo-06-undeclared", "formatter changed another file", _undeclared),
     Scenario("demo-07-out-of-turns", "ran out of turns", _out_of_turns),
-    Scenario("demo-08-worktree-fr", "uncommitted work, French harness", _worktree_fr),
+    Scenario("demo-08-whole-file", "bounded replace done as a whole-file write", _whole_file),
+    # Last: its work stays in the working tree, which the scenarios built after it would use.
+    Scenario("demo-09-worktree-fr", "uncommitted work, French harness", _worktree_fr),
 ]
 
 

@@ -122,6 +122,6 @@ class Check(Protocol):
 
 def registered() -> tuple[Check, ...]:
     """Every check, in the order their results are shown."""
-    from verifier.checks import audit, changes, tests
+    from verifier.checks import audit, changes, replay, tests
 
-    return (changes.CHECK, tests.CHECK, audit.CHECK)
+    return (changes.CHECK, tests.CHECK, audit.CHECK, replay.CHECK)
