@@ -17,7 +17,6 @@ witness) add keys beside these, never change them.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import pathlib
@@ -50,7 +49,7 @@ from verifier.errors import (
     VerifierError,
 )
 from verifier.metrics import CONTENT_TYPE, Metrics
-from verifier.pipeline import KEPT_BYTES, Oversized
+from verifier.pipeline import KEPT_BYTES, BoundedBody, Oversized
 from verifier.queue import Queue
 from verifier.store import Counts as StoreCounts
 from verifier.store import Listed, RunRow, SessionFilter, SessionRow, Store
@@ -651,32 +650,12 @@ def _routes(app: FastAPI) -> None:
 
 
 async def _read_body(request: Request, limit: int) -> bytes | Oversized:
-    """The body when it is at most `limit` bytes; otherwise what `pipeline.Oversized` keeps.
-
-    The semantics of `pipeline.read_report`, on an async stream: past the limit
-    (a chunked body, or one longer than it said), the rest is hashed and counted,
-    never held.
-    """
-    chunks: list[bytes] = []
-    size = 0
-    digest: Any = None
-    head = bytearray()
+    """The body when it is at most `limit` bytes; otherwise what `pipeline.Oversized` keeps
+    (a chunked body, or one longer than it said: the rest hashed and counted, never held)."""
+    body = BoundedBody(limit)
     async for chunk in request.stream():
-        size += len(chunk)
-        if digest is None:
-            chunks.append(chunk)
-            if size <= limit:
-                continue
-            digest = hashlib.sha256()
-            pending, chunks = chunks, []
-        else:
-            pending = [chunk]
-        for part in pending:
-            digest.update(part)
-            head += part[: KEPT_BYTES - len(head)]
-    if digest is None:
-        return b"".join(chunks)
-    return Oversized(bytes(head), size, digest.hexdigest(), limit)
+        body.add(chunk)
+    return body.result()
 
 
 def _submit(service: _Service, raw: bytes | Oversized, source: str) -> tuple[SessionRow, bool]:

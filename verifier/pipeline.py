@@ -73,30 +73,50 @@ class Oversized:
         )
 
 
+class BoundedBody:
+    """Bytes fed in chunks: held while they are at most `limit`; past it, what
+    `Oversized` keeps (the first bytes), with the rest only hashed and counted.
+
+    One reader for every way a report arrives: a file or stdin (`read_report`),
+    an HTTP body (the API feeds it the request's stream).
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._digest: Any = None
+        self._head = bytearray()
+
+    def add(self, chunk: bytes) -> None:
+        self._size += len(chunk)
+        if self._digest is None:
+            self._chunks.append(chunk)
+            if self._size <= self.limit:
+                return
+            self._digest = hashlib.sha256()
+            pending, self._chunks = self._chunks, []
+        else:
+            pending = [chunk]
+        for part in pending:
+            self._digest.update(part)
+            self._head += part[: KEPT_BYTES - len(self._head)]
+
+    def result(self) -> bytes | Oversized:
+        if self._digest is None:
+            return b"".join(self._chunks)
+        return Oversized(bytes(self._head), self._size, self._digest.hexdigest(), self.limit)
+
+
 def read_report(stream: BinaryIO, limit: int) -> bytes | Oversized:
     """The stream's bytes when they are at most `limit`; otherwise what `Oversized` keeps.
 
     Past the limit the rest is read in chunks, hashed and counted, never held.
     """
-    chunks: list[bytes] = []
-    size = 0
-    while size <= limit:
-        chunk = stream.read(min(_CHUNK, limit + 1 - size))
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-        size += len(chunk)
-    digest = hashlib.sha256()
-    head = bytearray()
-    for chunk in chunks:
-        digest.update(chunk)
-        head += chunk[: KEPT_BYTES - len(head)]
-    chunks.clear()
+    body = BoundedBody(limit)
     while chunk := stream.read(_CHUNK):
-        digest.update(chunk)
-        head += chunk[: KEPT_BYTES - len(head)]
-        size += len(chunk)
-    return Oversized(bytes(head), size, digest.hexdigest(), limit)
+        body.add(chunk)
+    return body.result()
 
 
 def _within(raw: bytes | Oversized, limit: int) -> bytes | Oversized:
