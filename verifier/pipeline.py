@@ -208,6 +208,10 @@ def verify_report(
     """
     options = options or Options()
     db = _Database(config.database_url) if store else None
+    if db is not None and config.test_result_cache:
+        # The tests check asks the store for a kept result before it starts the run:
+        # opened meanwhile (imports, connection), it is ready by then.
+        threading.Thread(target=db.store, name="open-store", daemon=True).start()
     try:
 
         def keep(kept: bytes | Oversized, exc: InvalidReport) -> None:
