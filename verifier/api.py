@@ -480,7 +480,10 @@ def _routes(app: FastAPI) -> None:
         agent_status: Filter = None,
         done: bool | None = None,
         delivery_status: DeliveryStatus | None = None,
-        head_commit: Filter = None,
+        head_commit: Annotated[
+            list[Annotated[str, Field(pattern=_NO_NUL)]] | None,
+            Query(description="A head commit; repeat for any of several (a merge gate's range)."),
+        ] = None,
         branch: Filter = None,
         ended_from: Annotated[
             Moment | None,
@@ -502,7 +505,7 @@ def _routes(app: FastAPI) -> None:
             agent_status=agent_status,
             done=done,
             delivery_status=delivery_status,
-            head_commit=head_commit,
+            head_commits=tuple(head_commit) if head_commit else None,
             branch=branch,
             ended_from=ended_from,
             ended_to=ended_to,
@@ -547,11 +550,22 @@ def _routes(app: FastAPI) -> None:
             date | None, Query(alias="to", description="Last day (UTC), included.")
         ] = None,
         group_by: GroupBy | None = None,
+        agent: Filter = None,
+        model: Annotated[
+            str | None, Query(pattern=_NO_NUL, description="A model; empty for none.")
+        ] = None,
+        repo: Filter = None,
     ) -> StatsBody:
         """Rates are sums divided once; `delivered_rate` and `done_rate` count conclusive
         sessions only; `silent_failures` are done but not delivered."""
         result = await run_in_threadpool(
-            service.store.stats, day_from=day_from, day_to=day_to, group_by=group_by
+            service.store.stats,
+            day_from=day_from,
+            day_to=day_to,
+            group_by=group_by,
+            agent=agent,
+            model=model,
+            repo=repo,
         )
         return StatsBody(
             **_counts(result.totals),

@@ -14,7 +14,7 @@ import hashlib
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -80,7 +80,7 @@ if TYPE_CHECKING:  # the contract's models load the google-genai SDK; the store 
 MIGRATIONS_DIR = resources.migrations_dir()
 # The newest migration. Opening a store that is already there needs no Alembic (whose
 # import costs half a second of every command); a test keeps this equal to Alembic's head.
-HEAD_REVISION = "0005"
+HEAD_REVISION = "0006"
 GROUP_BY = ("day", "week", "agent", "model", "repo")
 MAX_PAGE = 500
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -117,6 +117,9 @@ class SessionRow:
     # pending (no run yet), delivered, not_delivered, inconclusive: see `Listed`.
     delivery_status: str = "pending"
     pruned_at: datetime | None = None
+    # A person's override (`verifier.store.overrides`), shown beside the computed
+    # verdict and never in place of it: delivered, not_delivered, or None.
+    override_status: str | None = None
 
 
 @dataclass(frozen=True)
@@ -159,6 +162,12 @@ class Listed:
         if self.verdict_run is not None:
             return self.verdict_run.delivery_status.value
         return "pending" if self.latest_run is None else self.latest_run.delivery_status.value
+
+    @property
+    def effective_status(self) -> str:
+        """The override when one stands, else the computed `delivery_status`: what a
+        merge gate decides on. The stats count the computed verdict only."""
+        return self.session.override_status or self.delivery_status
 
 
 @dataclass(frozen=True)
@@ -258,6 +267,9 @@ class SessionFilter:
     branch: str | None = None
     ended_from: datetime | None = None
     ended_to: datetime | None = None
+    # Any of these (a merge gate's selections): session ids, head commits (full SHAs).
+    session_ids: tuple[str, ...] | None = None
+    head_commits: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -608,20 +620,34 @@ class Store:
         day_from: date | None = None,
         day_to: date | None = None,
         group_by: str | None = None,
+        agent: str | None = None,
+        model: str | None = None,
+        repo: str | None = None,
     ) -> Stats:
         """Counts of the sessions that ended from `day_from` to `day_to` (both included,
-        UTC days), in all and by `group_by` (day, week, agent, model, repo).
+        UTC days), in all and by `group_by` (day, week, agent, model, repo), of one
+        agent, model ('' for none) or repository when given.
 
-        Read from `session_counts`, never from the sessions: the cost is the number of
-        days times the values of the one dimension asked for, whatever the number of
-        sessions.
+        Read from `session_counts`, never from the sessions, when at most one of agent,
+        model and repo is given and the grouping is by time or by that same dimension:
+        the cost is the number of days times the values of one dimension, whatever the
+        number of sessions. Other combinations count the matching sessions themselves.
         """
         if group_by is not None and group_by not in GROUP_BY:
             raise BadRequest("group_by", f"must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
         if day_from is not None and day_to is not None and day_from > day_to:
             raise BadRequest("from", f"{day_from} is after to={day_to}")
+        wanted = {
+            d: k for d, k in (("agent", agent), ("model", model), ("repo", repo)) if k is not None
+        }
+        if len(wanted) > 1 or (wanted and group_by not in (None, "day", "week", *wanted)):
+            return self._stats_from_sessions(day_from, day_to, group_by, wanted)
         # Totals, days and weeks read the `all` rows; an agent breakdown the `agent` rows.
-        dimension = group_by if group_by in ("agent", "model", "repo") else "all"
+        if wanted:
+            [(dimension, key)] = wanted.items()
+        else:
+            dimension = group_by if group_by in ("agent", "model", "repo") else "all"
+            key = None
         keys = {
             None: [],
             "day": [SessionCountModel.day],
@@ -637,25 +663,49 @@ class Store:
             .where(SessionCountModel.dimension == dimension)
             .group_by(*keys, SessionCountModel.done, SessionCountModel.delivery_status)
         )
+        if key is not None:
+            query = query.where(SessionCountModel.key == key)
         if day_from is not None:
             query = query.where(SessionCountModel.day >= day_from)
         if day_to is not None:
             query = query.where(SessionCountModel.day <= day_to)
         with self._transaction() as session:
             rows = session.execute(query).all()
-        totals = Counts()
-        groups: dict[str, Counts] = {}
-        for row in rows:
-            *key, done, status, n = row
-            counts = Counts.of(bool(done), status, int(n or 0))
-            totals += counts
-            if key:
-                name = _group_key(group_by, key[0])
-                groups[name] = groups.get(name, Counts()) + counts
-        return Stats(
-            totals,
-            [Group(k, c) for k, c in sorted(groups.items()) if c.total],
+        return _stats(group_by, ((*key, done, status, n) for *key, done, status, n in rows))
+
+    def _stats_from_sessions(
+        self,
+        day_from: date | None,
+        day_to: date | None,
+        group_by: str | None,
+        wanted: dict[str, str],
+    ) -> Stats:
+        """`stats` for filters `session_counts` cannot answer: one row per matching session."""
+        columns = {"agent": SessionModel.agent_name, "model": SessionModel.agent_model}
+        columns["repo"] = SessionModel.repo_name
+        conditions = [
+            (func.coalesce(columns[d], "") if d == "model" else columns[d]) == k
+            for d, k in wanted.items()
+        ]
+        if day_from is not None:
+            conditions.append(SessionModel.ended_at >= _day_start(day_from))
+        if day_to is not None:
+            conditions.append(SessionModel.ended_at < _day_start(day_to + timedelta(days=1)))
+        keys = (
+            []
+            if group_by is None
+            else [SessionModel.ended_at if group_by in ("day", "week") else columns[group_by]]
         )
+        query = select(*keys, SessionModel.done, SessionModel.delivery_status).where(*conditions)
+        with self._transaction() as session:
+            rows = session.execute(query).all()
+
+        def key_of(value: Any) -> Any:
+            if group_by in ("day", "week"):
+                return value.astimezone(UTC).date()
+            return "" if value is None else value
+
+        return _stats(group_by, ((*(key_of(k) for k in key), d, s, 1) for *key, d, s in rows))
 
     def rejected(self, *, limit: int = 50, before_id: int | None = None) -> list[RejectedRow]:
         """Reports that could not be read, newest first; `before_id` pages."""
@@ -1006,6 +1056,24 @@ def _count_rows(
     ]
 
 
+def _stats(group_by: str | None, rows: Iterable[tuple[Any, ...]]) -> Stats:
+    """Totals and groups of (group key..., done, delivery status, sessions) rows."""
+    totals = Counts()
+    groups: dict[str, Counts] = {}
+    for row in rows:
+        *key, done, status, n = row
+        counts = Counts.of(bool(done), status, int(n or 0))
+        totals += counts
+        if key:
+            name = _group_key(group_by, key[0])
+            groups[name] = groups.get(name, Counts()) + counts
+    return Stats(totals, [Group(k, c) for k, c in sorted(groups.items()) if c.total])
+
+
+def _day_start(day: date) -> datetime:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
+
+
 def _group_key(group_by: str | None, value: Any) -> str:
     if group_by in ("day", "week"):
         day = value if isinstance(value, date) else date.fromisoformat(str(value))
@@ -1034,6 +1102,10 @@ def _filter_conditions(filters: SessionFilter) -> list[ColumnElement[bool]]:
     conditions: list[ColumnElement[bool]] = [
         column == value for column, value in equal.items() if value is not None
     ]
+    if filters.session_ids is not None:
+        conditions.append(SessionModel.session_id.in_(filters.session_ids))
+    if filters.head_commits is not None:
+        conditions.append(SessionModel.head_commit.in_(filters.head_commits))
     for name, moment in (("from", filters.ended_from), ("to", filters.ended_to)):
         if moment is not None and (moment.tzinfo is None or moment.utcoffset() is None):
             raise BadRequest(name, f"{moment.isoformat()} has no UTC offset")

@@ -112,6 +112,10 @@ class SessionModel(Base):
     verdict_run_id: Mapped[int | None] = mapped_column(Integer)
     latest_run_id: Mapped[int | None] = mapped_column(Integer)
     verified_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # A person's override of the verdict (`verdict_overrides`), beside it, never over
+    # it: delivered or not_delivered, NULL when none stands (migration 0006).
+    override_status: Mapped[str | None] = mapped_column(String(32))
+    override_id: Mapped[int | None] = mapped_column(Integer)
 
     __table_args__ = (
         # Listings page newest first by (ended_at, session_id); filters use these.
@@ -295,3 +299,44 @@ class TestResultCacheModel(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     session_id: Mapped[str] = mapped_column(String(128))  # the session first tested
     result: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class VerdictOverrideModel(Base):
+    """A person's verdict on a session, with who, why and when. Append-only (triggers,
+    migration 0006): a later override, or a ``cleared`` one, supersedes an earlier one
+    and both stay. The computed verdict is never touched."""
+
+    __tablename__ = "verdict_overrides"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.session_id"), index=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    author: Mapped[str] = mapped_column(Text)  # "token:<name>" or "cli:<user>"
+    status: Mapped[str] = mapped_column(String(32))  # delivered, not_delivered, cleared
+    reason: Mapped[str] = mapped_column(Text)
+
+
+class WebhookDeliveryModel(Base):
+    """One notification to one webhook: the exact body sent, its state and its attempts.
+
+    ``state`` is pending (to be tried at ``next_attempt_at``), delivered (a 2xx
+    answer) or failed (attempts exhausted). The delivery log is these rows.
+    """
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (Index("ix_webhook_deliveries_state_next", "state", "next_attempt_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    webhook: Mapped[str] = mapped_column(Text)  # the configured webhook's name
+    url: Mapped[str] = mapped_column(Text)
+    event: Mapped[str] = mapped_column(String(32))  # silent_failure, verdict
+    session_id: Mapped[str] = mapped_column(String(128), index=True)
+    run_id: Mapped[int | None] = mapped_column(Integer)
+    body: Mapped[bytes] = mapped_column(LargeBinary)
+    state: Mapped[str] = mapped_column(String(16))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_status: Mapped[int | None] = mapped_column(Integer)
+    last_error: Mapped[str | None] = mapped_column(Text)
