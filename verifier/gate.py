@@ -209,7 +209,7 @@ def decide(
         code = PASSED if allow_empty else BLOCKED
         reason = "no session selected" + (" (--allow-empty)" if allow_empty else "")
     else:
-        delivered = n - len(undecided)
+        code, delivered = PASSED, n - len(undecided)
         reason = f"{delivered} of {n} {_sessions(n)} delivered"
         if undecided:
             reason += f", {len(undecided)} inconclusive or pending (--inconclusive=pass)"

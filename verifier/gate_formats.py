@@ -438,7 +438,8 @@ def render_markdown(decision: Decision) -> str:
         for d in decision.sessions[:SUMMARY_ROWS]:
             s = d.session
             findings = "<br>".join(
-                f"{_code(f.code)} {_cell(f.path or '')} {_cell(_short(f.message, 200))}".strip()
+                f"{_code(f.code)}{' ' + _cell(f.path) if f.path else ''}: "
+                f"{_cell(_short(f.message, 200))}"
                 for f in s.findings[:SUMMARY_FINDINGS]
             )
             if len(s.findings) > SUMMARY_FINDINGS:
