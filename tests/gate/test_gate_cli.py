@@ -8,8 +8,13 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from api.apikit import make_config, make_tokens, serve
 from gate.conftest import Live
-from gate.gatekit import Project, Ran, gate, sarif_schema_errors
+from gate.gatekit import Project, Ran, gate, make_project, sarif_schema_errors
+from store.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
+
+from verifier.api import create_app
+from verifier.store import upgrade
 
 FORMATS = ("text", "json", "junit", "github", "sarif")
 
@@ -127,3 +132,36 @@ def test_an_undelivered_session_blocks_and_its_delivery_lets_the_merge_through(
     assert project.repo.snapshot() == before  # git only read it
     if fmt != "github":
         assert not summary.exists()
+
+
+@pytest.mark.postgres
+def test_on_postgresql_the_gate_blocks_then_lets_through_from_the_store_and_the_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if not POSTGRES_URL:
+        pytest.skip(NO_POSTGRES)
+    with postgres_database(POSTGRES_URL) as url:
+        upgrade(url)
+        monkeypatch.setenv("VERIFIER_DATABASE_URL", url)
+        project = make_project(tmp_path, url)
+        tokens = make_tokens(url)
+        with serve(create_app(make_config(url))) as server:
+            live = Live(server, tokens)
+            for n, fmt in enumerate(FORMATS):
+                session_id = f"pg-{fmt}"
+                head = project.repo.commit({f"{fmt}.txt": fmt}, msg=fmt)
+                project.ingest(session_id, head=head, n=n)
+                project.record(session_id, "not_delivered")
+                for source in ("store", "server"):
+                    summary = tmp_path / f"{fmt}-{source}.md"
+                    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+                    args = ["--commit", head, "--format", fmt]
+                    args += _source_args(source, live, monkeypatch)
+                    assert_blocked(fmt, gate(capsys, *args), summary, session_id)
+                project.record(session_id, "delivered")
+                for source in ("store", "server"):
+                    summary = tmp_path / f"{fmt}-{source}.md"
+                    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+                    args = ["--commit", head, "--format", fmt]
+                    args += _source_args(source, live, monkeypatch)
+                    assert_passed(fmt, gate(capsys, *args), summary, session_id)
