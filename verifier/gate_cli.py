@@ -162,13 +162,16 @@ def _from_store(
     config = Config.load(config_path)
     description = f"store {mask_url(config.database_url)}"
     opened: list[Store] = []
+    said: list[str] = []
 
     def read() -> list[GateSession]:
         if not opened:
             try:
                 opened.append(Store.open(config.database_url, read_only=True))
             except NoStore as exc:
-                click.echo(f"verifier: {exc}", err=True)
+                if not said:  # once, not at every reading while waiting
+                    said.append(str(exc))
+                    click.echo(f"verifier: {exc}", err=True)
                 return gate.StoreSource.nothing(selection)
         return gate.StoreSource(opened[0], description).read(selection)
 

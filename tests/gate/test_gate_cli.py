@@ -165,3 +165,18 @@ def test_on_postgresql_the_gate_blocks_then_lets_through_from_the_store_and_the_
                     args = ["--commit", head, "--format", fmt]
                     args += _source_args(source, live, monkeypatch)
                     assert_passed(fmt, gate(capsys, *args), summary, session_id)
+
+
+def test_a_step_summary_that_cannot_be_written_is_said_and_the_verdict_stands(
+    project: Project,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    project.ingest("s1")
+    project.record("s1", "not_delivered")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path))  # a folder: cannot be appended to
+    ran = gate(capsys, "--session", "s1", "--format", "github")
+    assert ran.code == 1
+    assert f"verifier: cannot append to $GITHUB_STEP_SUMMARY '{tmp_path}'" in ran.err
+    assert ran.out.startswith("::error file=calc.py,")
