@@ -59,8 +59,9 @@ def _remote_tip(remote: Path, branch: str) -> str | None:
     return done.stdout.strip() or None
 
 
+@pytest.mark.parametrize("source", ["store", "server"])
 def test_the_pre_push_hook_refuses_an_undelivered_push_and_lets_it_through_once_delivered(
-    tmp_path: Path, project: Project
+    source: str, tmp_path: Path, project: Project, request: pytest.FixtureRequest
 ) -> None:
     hook = project.repo.path / ".git" / "hooks" / "pre-push"
     hook.write_text(doc_block("pre-push"), encoding="utf-8")
@@ -70,7 +71,11 @@ def test_the_pre_push_hook_refuses_an_undelivered_push_and_lets_it_through_once_
     project.repo.git("remote", "add", "origin", str(remote))
     config = tmp_path / "verifier.toml"
     config.write_text(f'[verifier]\ndatabase_url = "{project.database_url}"\n', encoding="utf-8")
-    env = _environment(tmp_path, VERIFIER_CONFIG=str(config))
+    if source == "store":
+        env = _environment(tmp_path, VERIFIER_CONFIG=str(config))
+    else:  # the store is the server's; the user's own configuration has none
+        live: Live = request.getfixturevalue("live")
+        env = _environment(tmp_path, VERIFIER_SERVER=live.url, VERIFIER_TOKEN=live.tokens["read"])
 
     # The base: no agent session claims it, and a person's commits go through.
     pushed = _push(project, env, f"{project.base}:refs/heads/main")
@@ -91,6 +96,8 @@ def test_the_pre_push_hook_refuses_an_undelivered_push_and_lets_it_through_once_
     pushed = _push(project, env, "main")
     assert pushed.returncode == 0, pushed.stdout + pushed.stderr
     assert "gate: passed (exit 0): 1 of 1 session delivered" in pushed.stdout + pushed.stderr
+    where = f"server {live.url}" if source == "server" else f"store {project.database_url}"
+    assert f"from {where}" in pushed.stdout + pushed.stderr
     assert _remote_tip(remote, "main") == project.head
 
     # A new branch: its tip is gated; inconclusive blocks too, delivered goes through.
