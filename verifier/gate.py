@@ -452,7 +452,7 @@ class ServerSource:
         for session_id in selection.session_ids:
             body = self._get(f"/v1/sessions/{quote(session_id, safe='')}", missing_ok=True)
             if body is not None:
-                found[session_id] = _from_api(body, with_findings=True)
+                found[session_id] = session_from_api(body, with_findings=True)
                 details.add(session_id)
         commits = selection.head_commits
         for i in range(0, len(commits), COMMITS_PER_REQUEST):
@@ -462,13 +462,13 @@ class ServerSource:
             self._list(found, [("branch", branch)])
         for session_id, session in list(found.items()):
             # Findings come with a session's page: only those that may be shown are read.
-            if session_id not in details and session.computed_status in (
-                "not_delivered",
-                "inconclusive",
+            if session_id not in details and (
+                session.computed_status in ("not_delivered", "inconclusive")
+                or session.override is not None
             ):
                 body = self._get(f"/v1/sessions/{quote(session_id, safe='')}")
                 if body is not None:
-                    found[session_id] = _from_api(body, with_findings=True)
+                    found[session_id] = session_from_api(body, with_findings=True)
         return _complete(found, selection)
 
     def _list(self, found: dict[str, GateSession], params: list[tuple[str, str]]) -> None:
@@ -483,7 +483,7 @@ class ServerSource:
             if not isinstance(sessions, list):
                 raise self._strange("/v1/sessions", "no list of sessions")
             for item in sessions:
-                session = _from_api(item, with_findings=False)
+                session = session_from_api(item, with_findings=False)
                 found.setdefault(session.session_id, session)
             cursor = body.get("next_cursor")
             if not cursor:
@@ -541,11 +541,25 @@ def _problem(response: httpx.Response) -> str:
         return response.text[:200] or response.reason_phrase
 
 
-def _from_api(body: dict[str, Any], *, with_findings: bool) -> GateSession:
-    """A session from the API's summary or detail; keys it does not know are ignored."""
+def session_from_api(body: dict[str, Any], *, with_findings: bool) -> GateSession:
+    """A session from the API's summary or detail; keys it does not know are ignored.
+
+    A standing override is ``override_status``; a detail's ``overrides`` (oldest
+    first) gives its author and reason. A server without overrides has neither key.
+    """
     try:
         repo = body.get("repo") or {}
         override_status = body.get("override_status")
+        override = None
+        if override_status:
+            history = body.get("overrides") or []
+            last = history[-1] if history and isinstance(history[-1], dict) else {}
+            said = last.get("status") == override_status
+            override = Override(
+                str(override_status),
+                last.get("author") if said else None,
+                last.get("reason") if said else None,
+            )
         findings: list[Finding] = []
         if with_findings:
             for check in (body.get("checks") or {}).values():
@@ -564,7 +578,7 @@ def _from_api(body: dict[str, Any], *, with_findings: bool) -> GateSession:
         return GateSession(
             session_id=str(body["session_id"]),
             computed_status=str(body["delivery_status"]),
-            override=None if not override_status else Override(str(override_status)),
+            override=override,
             repo_name=repo.get("name"),
             head_commit=repo.get("head_commit"),
             branch=repo.get("branch"),

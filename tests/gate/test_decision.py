@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from verifier.errors import ConfigError
+from verifier.findings import Finding
 from verifier.gate import (
     MISSING,
     GateSession,
@@ -12,6 +13,7 @@ from verifier.gate import (
     Selection,
     Verdict,
     decide,
+    session_from_api,
     watch,
 )
 
@@ -147,3 +149,43 @@ def test_watch_waits_for_a_named_session_to_be_stored_but_not_for_an_empty_selec
         s("a", "delivered")
     ]
     assert watch(lambda: [], 10, clock=clock, sleep=clock.sleep).waited_s == 0
+
+
+def test_a_server_that_reports_an_override_lets_it_decide_with_its_author_and_reason() -> None:
+    # The shape of GET /v1/sessions/{id} once the API carries overrides (keys beside the
+    # pinned ones); a server without them has neither key, and the computed verdict decides.
+    body = {
+        "session_id": "s1",
+        "delivery_status": "not_delivered",
+        "override_status": "delivered",
+        "effective_status": "delivered",
+        "agent_status": "done",
+        "done": True,
+        "ended_at": "2026-11-29T10:05:00Z",
+        "verdict_run_id": 4,
+        "repo": {"name": "calc", "head_commit": "ab" * 20, "branch": "agent/fix"},
+        "checks": {
+            "changes": {
+                "status": "fail",
+                "findings": [{"code": "change.missing", "message": "gone", "path": "calc.py"}],
+            }
+        },
+        "overrides": [
+            {"id": 1, "status": "not_delivered", "author": "cli:bob", "reason": "first"},
+            {"id": 2, "status": "delivered", "author": "token:alice", "reason": "moved by hand"},
+        ],
+    }
+    found = session_from_api(body, with_findings=True)
+    assert found.override == Override("delivered", "token:alice", "moved by hand")
+    assert found.findings == (Finding("change.missing", "gone", "calc.py"),)
+    assert (found.run_id, found.head_commit, found.ended_at is not None) == (4, "ab" * 20, True)
+    decision = decide([found], SELECTION)
+    assert (decision.exit_code, decision.sessions[0].decided_by) == (0, "override")
+
+    del body["override_status"], body["overrides"]
+    assert decide([session_from_api(body, with_findings=False)], SELECTION).exit_code == 1
+
+
+def test_a_session_not_in_the_apis_shape_is_refused_by_name() -> None:
+    with pytest.raises(ConfigError, match="not the API's shape \\(KeyError: 'delivery_status'\\)"):
+        session_from_api({"session_id": "s1"}, with_findings=False)
