@@ -743,3 +743,8 @@ def entry() -> None:
     sys.stderr.flush()
     # Everything is closed and written: skip the interpreter's teardown of the SDK's modules.
     os._exit(code)
+
+
+from verifier.gate_cli import gate_cmd  # noqa: E402  (the merge gate, in its own module)
+
+main.add_command(gate_cmd)
