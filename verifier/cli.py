@@ -743,3 +743,8 @@ def entry() -> None:
     sys.stderr.flush()
     # Everything is closed and written: skip the interpreter's teardown of the SDK's modules.
     os._exit(code)
+
+
+from verifier.trailcmd import trail_group  # noqa: E402  (registered last, see trailcmd)
+
+main.add_command(trail_group)
