@@ -151,7 +151,8 @@ def test_usage_counts_thought_tokens_as_output_tokens(repo: GitRepo, tmp_path: P
 def test_a_command_that_edits_files_has_exact_effects_and_a_file_changed_twice_is_one_claim(
     repo: GitRepo, tmp_path: Path
 ) -> None:
-    edit = "python -c \"import pathlib; p = pathlib.Path('calc.py'); p.write_text(p.read_text() + '# ok\\n')\""
+    script = "import pathlib; p = pathlib.Path('calc.py'); p.write_text(p.read_text() + '# ok\\n')"
+    edit = f'python -c "{script}"'
     replies = [
         response(
             call(
