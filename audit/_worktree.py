@@ -62,7 +62,8 @@ def git(root: Path, *args: str, stdin: bytes | None = None) -> bytes:
 
 
 def relative(root: Path, path: str) -> str:
-    """`path` as git names it under `root`; `PathOutsideRoot` when it leaves the root.
+    """`path` (a file or a folder) as git names it under `root`; `PathOutsideRoot` when it
+    leaves the root.
 
     Refused: an empty path, NUL, an absolute path, a path whose ``..`` climbs
     out, and a path reached through a folder that is a link leading outside.
@@ -71,12 +72,12 @@ def relative(root: Path, path: str) -> str:
         raise PathOutsideRoot(f"{path!r} is not a path")
     if path.startswith("/") or "\\" in path:
         raise PathOutsideRoot(f"{path!r} is not a relative POSIX path")
-    rel = posixpath.normpath(path)
-    if rel == "." or rel == ".." or rel.startswith("../"):
+    rel = posixpath.normpath(path)  # "." is the root itself: a folder tool's whole tree
+    if rel == ".." or rel.startswith("../"):
         raise PathOutsideRoot(f"{path!r} is outside the repository")
-    real_root = root.resolve()
-    parent = (root / rel).parent.resolve()
-    if not parent.is_relative_to(real_root):
+    if rel == ".":
+        return rel
+    if not (root / rel).parent.resolve().is_relative_to(root.resolve()):
         raise PathOutsideRoot(f"{path!r} is reached through a link leading outside the repository")
     if rel == ".git" or rel.startswith(".git/"):
         raise PathOutsideRoot(f"{path!r} is inside .git")
@@ -93,7 +94,7 @@ def snapshot(root: Path, base_commit: str, paths: Iterable[str] | None = None) -
         args += ["--", *(f":(literal){p}" for p in wanted)]
     listed = git(root, *args)
     visible = sorted({p.decode("utf-8", "surrogateescape") for p in listed.split(b"\0") if p})
-    conversions = _eol_conversions(root, visible)
+    conversions = _eol_conversions(root, visible, whole=paths is None)
     result: dict[str, Seen] = {}
     for rel in visible:
         seen = _hash(root, rel, conversions.get(rel), base_commit)
@@ -102,15 +103,20 @@ def snapshot(root: Path, base_commit: str, paths: Iterable[str] | None = None) -
     return result
 
 
-def _eol_conversions(root: Path, paths: list[str]) -> dict[str, str]:
+def _eol_conversions(root: Path, paths: list[str], *, whole: bool) -> dict[str, str]:
     """The conversion git's ``text``/``eol`` attributes ask for each path that has one.
 
-    git is asked only when the repository has attributes (almost none has).
+    For the `whole` tree, git is asked only when the repository has attributes
+    (almost none has); for a few paths, always (their ``.gitattributes`` are
+    not among them).
     """
-    info = Path(os.fsdecode(git(root, "rev-parse", "--git-path", "info/attributes").strip()))
-    has_attributes = any(p == ".gitattributes" or p.endswith("/.gitattributes") for p in paths)
-    if not paths or not (has_attributes or (root / info).exists()):
+    if not paths:
         return {}
+    if whole:
+        info = Path(os.fsdecode(git(root, "rev-parse", "--git-path", "info/attributes").strip()))
+        has_attributes = any(p == ".gitattributes" or p.endswith("/.gitattributes") for p in paths)
+        if not (has_attributes or (root / info).exists()):
+            return {}
     listing = "".join(f"{p}\0" for p in paths).encode("utf-8", "surrogateescape")
     fields = git(root, "check-attr", "--stdin", "-z", "text", "eol", stdin=listing).split(b"\0")
     attrs: dict[str, dict[str, str]] = {}

@@ -26,7 +26,7 @@ from google.genai import types
 
 from audit.recorder import Agent, Recorder
 
-ALLOWED_COMMANDS = ("python", "git", sys.executable)
+ALLOWED_COMMANDS = ("python", "git", "chmod", sys.executable)
 OUTPUT_LIMIT = 4000
 
 
