@@ -745,6 +745,6 @@ def entry() -> None:
     os._exit(code)
 
 
-from verifier.trailcmd import trail_group  # noqa: E402  (registered last, see trailcmd)
+from verifier.trailcmd import register as _register_trail  # noqa: E402  (last: see trailcmd)
 
-main.add_command(trail_group)
+_register_trail(main)

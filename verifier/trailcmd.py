@@ -14,38 +14,34 @@ import click
 from verifier.errors import ConfigError
 
 
-@click.group("trail")
-def trail_group() -> None:
-    """Audit trails (JSONL, as a recorder writes them), checked on their own."""
+def register(main: click.Group) -> None:
+    """Add the ``trail`` group to `main` (called at the end of `verifier.cli`)."""
+    from verifier.cli import format_option
 
+    @main.group("trail")
+    def trail_group() -> None:
+        """Audit trails (JSONL, as a recorder writes them), checked on their own."""
 
-@trail_group.command("verify")
-@click.argument("trail", metavar="FILE.jsonl", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--session", "session_id", help="The session every entry must name.")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="json prints one object for scripts.",
-)
-def trail_verify_cmd(trail: Path, session_id: str | None, fmt: str) -> None:
-    """Check a trail file's chain: exit 0 intact and complete, 1 broken (the first bad line
-    named), 3 intact but unfinished (a crash, or no session_end)."""
-    from audit.trailfile import check_trail_file
-    from verifier import render
-    from verifier.cli import _emit, _Exit
+    @trail_group.command("verify")
+    @click.argument("trail", metavar="FILE.jsonl", type=click.Path(dir_okay=False, path_type=Path))
+    @click.option("--session", "session_id", help="The session every entry must name.")
+    @format_option
+    def trail_verify_cmd(trail: Path, session_id: str | None, fmt: str) -> None:
+        """Check a trail file's chain: exit 0 intact and complete, 1 broken (the first bad
+        line named), 3 intact but unfinished (a crash, or no session_end)."""
+        from audit.trailfile import check_trail_file
+        from verifier import render
+        from verifier.cli import _emit, _Exit
 
-    try:
-        result = check_trail_file(trail, session_id=session_id)
-    except OSError as exc:
-        raise ConfigError(f"cannot read trail {str(trail)!r}: {exc.strerror}") from None
-    if fmt == "json":
-        _emit(render.dumps({"trail": str(trail), **result.as_dict()}))
-    else:
-        _emit(_text(trail, result.status, result.count, result.line, result.problem))
-    raise _Exit(result.exit_code)
+        try:
+            result = check_trail_file(trail, session_id=session_id)
+        except OSError as exc:
+            raise ConfigError(f"cannot read trail {str(trail)!r}: {exc.strerror}") from None
+        if fmt == "json":
+            _emit(render.dumps({"trail": str(trail), **result.as_dict()}))
+        else:
+            _emit(_text(trail, result.status, result.count, result.line, result.problem))
+        raise _Exit(result.exit_code)
 
 
 def _text(trail: Path, status: str, count: int, line: int | None, problem: str | None) -> str:
