@@ -8,6 +8,10 @@ attribute asks for git's built-in CRLF-to-LF conversion (``text=auto``: only
 for a file that is not binary, and never for one whose base blob holds a CR);
 no filter program is run and ``core.autocrlf`` is not read. Symbolic links are
 not files here: they never appear in effects, as in the reference harness.
+
+A whole-tree snapshot (a command's effects) hashes every file twice a call; a
+`HashCache` keeps the hashes of files that did not change since, under git's
+own "racy" rule, so only what changed is read again.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ import os
 import posixpath
 import stat
 import subprocess
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,7 +89,43 @@ def relative(root: Path, path: str) -> str:
     return rel
 
 
-def snapshot(root: Path, base_commit: str, paths: Iterable[str] | None = None) -> dict[str, Seen]:
+class HashCache:
+    """Hashes kept across snapshots, by what ``lstat`` says of a file, as git's index does.
+
+    A hash is reused only when the file's inode, size, mode, mtime and ctime
+    are those it was hashed with, and only when its ctime was over
+    `RACY_NS` older than the moment it was hashed: a file written in the same
+    tick of the file system's clock as it was hashed could change again
+    without its times changing ("racy git"), so it is hashed again each time.
+    ctime cannot be set by a program (``touch -d`` sets mtime only).
+    """
+
+    RACY_NS = 2_000_000_000
+
+    def __init__(self, clock: Callable[[], int] = time.time_ns) -> None:
+        self._clock = clock
+        self._kept: dict[tuple[str, str | None], tuple[tuple[int, ...], Seen]] = {}
+
+    def get(self, rel: str, eol: str | None, key: tuple[int, ...]) -> Seen | None:
+        kept = self._kept.get((rel, eol))
+        return kept[1] if kept is not None and kept[0] == key else None
+
+    def put(self, rel: str, eol: str | None, key: tuple[int, ...], seen: Seen, at: int) -> None:
+        if key[-1] < at - self.RACY_NS:
+            self._kept[(rel, eol)] = (key, seen)
+        else:
+            self._kept.pop((rel, eol), None)
+
+    def now(self) -> int:
+        return self._clock()
+
+
+def snapshot(
+    root: Path,
+    base_commit: str,
+    paths: Iterable[str] | None = None,
+    cache: HashCache | None = None,
+) -> dict[str, Seen]:
     """Every file git would see (or only those of `paths`, already `relative`), hashed."""
     args = ["ls-files", "-z", "--cached", "--others", "--exclude-standard"]
     if paths is not None:
@@ -95,9 +136,16 @@ def snapshot(root: Path, base_commit: str, paths: Iterable[str] | None = None) -
     listed = git(root, *args)
     visible = sorted({p.decode("utf-8", "surrogateescape") for p in listed.split(b"\0") if p})
     conversions = _eol_conversions(root, visible, whole=paths is None)
+    real_root = root.resolve()
+    inside: dict[str, bool] = {}  # per folder: reached without leaving the root
     result: dict[str, Seen] = {}
     for rel in visible:
-        seen = _hash(root, rel, conversions.get(rel), base_commit)
+        folder = posixpath.dirname(rel)
+        if folder not in inside:
+            inside[folder] = (root / folder).resolve().is_relative_to(real_root)
+        if not inside[folder]:
+            continue
+        seen = _hash(root, rel, conversions.get(rel), base_commit, cache)
         if seen is not None:
             result[rel] = seen
     return result
@@ -135,14 +183,26 @@ def _eol_conversions(root: Path, paths: list[str], *, whole: bool) -> dict[str, 
     return conversions
 
 
-def _hash(root: Path, rel: str, eol: str | None, base_commit: str) -> Seen | None:
+def _hash(
+    root: Path, rel: str, eol: str | None, base_commit: str, cache: HashCache | None
+) -> Seen | None:
     """The file `rel` as git would store it; None when absent, a link, or not a regular file."""
     path = root / rel
-    if not path.parent.resolve().is_relative_to(root.resolve()):
+    try:
+        st = os.lstat(path)
+    except OSError:
         return None
+    if not stat.S_ISREG(st.st_mode):
+        return None  # a link, a folder, a FIFO...
+    key = (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    if cache is not None:
+        hit = cache.get(rel, eol, key)
+        if hit is not None:
+            return hit
+        at = cache.now()
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:  # absent, a link (ELOOP), unreadable
+    except OSError:  # gone since, a link swapped in (ELOOP), unreadable
         return None
     with os.fdopen(fd, "rb") as fh:
         st = os.fstat(fd)
@@ -152,7 +212,17 @@ def _hash(root: Path, rel: str, eol: str | None, base_commit: str) -> Seen | Non
     if eol is not None and b"\r\n" in data and _converts(root, rel, data, eol, base_commit):
         data = _crlf_to_lf(data)
     mode = "100755" if st.st_mode & stat.S_IXUSR else "100644"
-    return Seen(hashlib.sha256(data).hexdigest(), mode)
+    seen = Seen(hashlib.sha256(data).hexdigest(), mode)
+    if cache is not None:
+        # The key of what was read (fstat): a change between lstat and open is not kept.
+        cache.put(
+            rel,
+            eol,
+            (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns),
+            seen,
+            at,
+        )
+    return seen
 
 
 def _converts(root: Path, rel: str, data: bytes, eol: str, base_commit: str) -> bool:

@@ -209,6 +209,7 @@ class Recorder:
         self._witness = witness
         self._witness_failures: list[str] = []
         self._tokens = _Tokens()
+        self._hashes = _worktree.HashCache()
         self._turns = 0
         self._pending: list[PendingCall] = []
         self._responses: list[types.Part] = []
@@ -303,12 +304,12 @@ class Recorder:
             scope = None if paths is None else [_worktree.relative(self.root, p) for p in paths]
         except _worktree.PathOutsideRoot as exc:  # refused, never run: a denied call
             return self._answer(call, {"error": str(exc)}, "deny", None, [])
-        before = _worktree.snapshot(self.root, self.base_commit, scope)
+        before = _worktree.snapshot(self.root, self.base_commit, scope, self._hashes)
         try:
             result = tool(call.args)
         except Exception as exc:  # the tool's failure is the model's to see, and the trail's
             result = {"error": f"{type(exc).__name__}: {exc}"}
-        after = _worktree.snapshot(self.root, self.base_commit, scope)
+        after = _worktree.snapshot(self.root, self.base_commit, scope, self._hashes)
         response = result if isinstance(result, dict) else {"result": result}
         try:
             response = _as_json("response", response)

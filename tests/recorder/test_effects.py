@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 from gitrepo import GitRepo, sha256
 from recorder.kit import call, commit, delivered, fix
 from recorder.scripted import ScriptedClient, recorder, response, run_session
+from sessions import CALC
 
+from audit._worktree import HashCache, Seen, snapshot
 from audit.recorder import dumps
 
 
@@ -110,3 +113,30 @@ def test_a_link_leading_outside_is_no_file_of_the_repository(repo: GitRepo, tmp_
     rec.respond()
     entry = rec.finish("done")["audit"]["entries"][1]
     assert (entry["decision"], entry["effects"]) == ("deny", [])
+
+
+def test_a_hash_is_reused_only_for_a_file_unchanged_since_well_before_it_was_hashed() -> None:
+    cache = HashCache()
+    seen = Seen("a" * 64, "100644")
+    old = (1, 2, 0o100644, 10, 5_000_000_000, 5_000_000_000)
+    cache.put("x.py", None, old, seen, at=5_000_000_000 + HashCache.RACY_NS + 1)
+    assert cache.get("x.py", None, old) == seen
+    assert cache.get("x.py", "text", old) is None  # another conversion: hashed again
+    assert cache.get("x.py", None, (*old[:-1], old[-1] + 1)) is None  # changed since
+    racy = (1, 2, 0o100644, 10, 9_000_000_000, 9_000_000_000)
+    cache.put("y.py", None, racy, seen, at=9_500_000_000)  # written in the hashing's tick
+    assert cache.get("y.py", None, racy) is None
+
+
+def test_a_file_rewritten_at_the_same_size_after_it_was_cached_is_seen_changed(
+    repo: GitRepo,
+) -> None:
+    cache = HashCache(clock=lambda: time.time_ns() + 10 * HashCache.RACY_NS)
+    first = snapshot(repo.path, repo.head(), cache=cache)
+    (repo.path / "calc.py").write_text(CALC.replace("a + b", "a * b", 1))
+    second = snapshot(repo.path, repo.head(), cache=cache)
+    assert second["calc.py"].sha256 == sha256(CALC.replace("a + b", "a * b", 1).encode())
+    assert first["calc.py"] != second["calc.py"]
+    assert {k: v for k, v in first.items() if k != "calc.py"} == {
+        k: v for k, v in second.items() if k != "calc.py"
+    }
