@@ -224,9 +224,41 @@ class Recorder:
         self._trail = _Trail(fd, session_id, genesis(session_id))
 
     @classmethod
-    def open(cls, root: Path, **kwargs: Any) -> Recorder:
-        """A recorder with its ``session_start`` entry written, and the task as the first turn."""
-        rec = cls(root, **kwargs)
+    def open(
+        cls,
+        root: Path,
+        *,
+        session_id: str,
+        agent: Agent,
+        repo_name: str,
+        trail: Path,
+        task: str | None = None,
+        branch: str | None = None,
+        url: str | None = None,
+        base_commit: str | None = None,
+        clock: Callable[[], datetime] | None = None,
+        witness: Witness | None = None,
+    ) -> Recorder:
+        """A recorder with its ``session_start`` entry written, and the task as the first turn.
+
+        `root` is the repository's working tree; `trail` a new file (never
+        overwritten); `base_commit` defaults to HEAD; `clock` (aware datetimes,
+        any offset) to the system's; `witness` is called with each entry once
+        it is on disk.
+        """
+        rec = cls(
+            root,
+            session_id=session_id,
+            agent=agent,
+            repo_name=repo_name,
+            trail=trail,
+            task=task,
+            branch=branch,
+            url=url,
+            base_commit=base_commit,
+            clock=clock,
+            witness=witness,
+        )
         rec.start()
         return rec
 
