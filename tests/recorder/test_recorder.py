@@ -268,3 +268,27 @@ def test_a_trail_file_is_never_overwritten(repo: GitRepo, tmp_path: Path) -> Non
         recorder(repo.path, trail)
     assert info.value.field == "trail"
     assert trail.read_bytes() == b"earlier\n"
+
+
+def test_a_recorded_session_whose_work_is_not_real_is_not_delivered(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    # The agent says done, but its edit breaks add(): the recorder records it faithfully.
+    replies = [
+        response(
+            call(
+                "replace_lines",
+                "c1",
+                path="calc.py",
+                start_line=2,
+                end_line=2,
+                expected="    return a + b\n",
+                replacement="    return a * b\n",
+            )
+        ),
+        response({"text": "Fixed."}),
+    ]
+    report, _ = record(repo, tmp_path, replies)
+    v = verdict(dumps(report), repo, tmp_path)
+    assert v.delivery_status is DeliveryStatus.NOT_DELIVERED
+    assert findings(v) == ["tests.failed"]
