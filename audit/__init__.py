@@ -11,6 +11,11 @@
    denied call, and the effects composed in order against the claimed changes.
 
 Every problem is a `Finding` with a stable `audit.*` code; none is raised.
+
+The harness's side is imported on its own, so that this package stays light:
+`audit.recorder` (records a google-genai session into a v1 report),
+`audit.signing` (Ed25519 or HMAC signatures), `audit.upload` (to a file, or
+posted to the service) and `audit.trailfile` (a JSONL trail checked alone).
 """
 
 from __future__ import annotations

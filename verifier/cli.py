@@ -745,6 +745,9 @@ def entry() -> None:
     os._exit(code)
 
 
-from verifier.gate_cli import gate_cmd  # noqa: E402  (the merge gate, in its own module)
+# Commands kept in modules of their own, registered last: they use this module's helpers.
+from verifier.gate_cli import gate_cmd  # noqa: E402
+from verifier.trailcmd import register as _register_trail  # noqa: E402
 
 main.add_command(gate_cmd)
+_register_trail(main)
