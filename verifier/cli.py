@@ -743,3 +743,10 @@ def entry() -> None:
     sys.stderr.flush()
     # Everything is closed and written: skip the interpreter's teardown of the SDK's modules.
     os._exit(code)
+
+
+# Evidence bundles and their signing key (verifier/evidence_cli.py).
+from verifier.evidence_cli import evidence_group, keys_group  # noqa: E402
+
+main.add_command(evidence_group)
+main.add_command(keys_group)
