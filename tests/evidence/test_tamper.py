@@ -10,7 +10,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from evidence.kit import SESSIONS, Exported, build, export, flip_bit, jcs, resign, unpack
 
-from audit.bundle import MANIFEST, MANIFEST_SIG, BundleError, pack, verify_bundle
+from audit.bundle import MANIFEST, BundleError, pack, verify_bundle
 from audit.dsse import IN_TOTO_PAYLOAD_TYPE, envelope, pae
 from verifier.evidence import key_fingerprint, load_key
 
