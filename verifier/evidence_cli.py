@@ -123,6 +123,7 @@ def evidence_verify_cmd(bundle: Path, key_fingerprint: str | None, fmt: str) -> 
     and verdict. Exit 0 when it verifies, 1 with `reason: CODE` when it does not."""
     from audit.bundle import BundleError, verify_bundle
     from audit.dsse import is_fingerprint
+    from verifier.cli import _Exit  # the exit code, once the output is written
 
     if key_fingerprint is not None and not is_fingerprint(key_fingerprint.lower()):
         raise ConfigError(f"--key-fingerprint: expected 64 hex digits, got {key_fingerprint!r}")
@@ -137,7 +138,7 @@ def evidence_verify_cmd(bundle: Path, key_fingerprint: str | None, fmt: str) -> 
             _emit(render.dumps({"ok": False, "reason": exc.reason, "message": exc.message}))
         else:
             _emit(f"reason: {exc.reason}\n{exc.message}\n")
-        raise click.exceptions.Exit(1) from None
+        raise _Exit(1) from None
     if fmt == "json":
         _emit(render.dumps(verified.to_dict()))
     else:
