@@ -227,7 +227,7 @@ def test_an_offset_time_is_read_in_utc() -> None:
 
 
 def test_until_before_since_is_refused() -> None:
-    with pytest.raises(ConfigError, match="^--until: .* is not after --since"):
+    with pytest.raises(ConfigError, match=r"^--until: .* is not after --since"):
         Selection(since=DAY1, until=DAY1)
 
 
