@@ -360,6 +360,10 @@ def _manifest(files: Mapping[str, bytes], fp: str) -> dict[str, Any]:
         for s in sessions
     ):
         raise bad("sessions: expected a list of {session_id, dir, report_included}")
+    for key in ("session_id", "dir"):
+        values = [s[key] for s in sessions]
+        if len(set(values)) != len(values):
+            raise bad(f"sessions: a {key} appears twice")
     return doc
 
 
@@ -434,6 +438,8 @@ def _check_session(
     tests = _json(files[base + "tests.json"], base + "tests.json", "evidence_mismatch")
     if not isinstance(session, dict) or not isinstance(runs, list) or not isinstance(tests, list):
         raise BundleError("evidence_mismatch", f"session {sid!r}: a file has the wrong shape")
+    if session.get("session_id") != sid:
+        raise mismatch(f"session.json is of session {session.get('session_id')!r:.140}")
     if session.get("report_sha256") != report_info.get("sha256"):
         raise mismatch("session.json and the statement name different report_sha256")
 
@@ -547,3 +553,30 @@ def _check_tests(sid: str, runs: list[Any], tests: list[Any]) -> None:
         raise BundleError(
             "evidence_mismatch", f"session {sid!r}: tests.json is not the runs' test logs"
         )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m audit.bundle FILE [--key-fingerprint FP]``: what `verifier evidence
+    verify` does, for an auditor who has this package and not the verifier."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m audit.bundle", description=main.__doc__)
+    parser.add_argument("bundle", help="the evidence bundle (.tar.gz or .tar)")
+    parser.add_argument("--key-fingerprint", metavar="FP", help="the signing key to require")
+    args = parser.parse_args(argv)
+    try:
+        with open(args.bundle, "rb") as stream:
+            data = stream.read()
+    except OSError as exc:
+        parser.error(f"cannot read {args.bundle!r}: {exc.strerror}")
+    try:
+        verified = verify_bundle(data, args.key_fingerprint)
+    except BundleError as exc:
+        print(f"reason: {exc.reason}\n{exc.message}")
+        return 1
+    print(json.dumps(verified.to_dict(), indent=2, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

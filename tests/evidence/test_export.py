@@ -205,6 +205,31 @@ def test_the_audit_package_alone_verifies_a_bundle(bundle: bytes, tmp_path: Path
     assert out.stdout.strip() == "3"
 
 
+def test_python_m_audit_bundle_verifies_without_the_verifier(
+    bundle: bytes, exported: Exported, tmp_path: Path
+) -> None:
+    good, bad = tmp_path / "good.tgz", tmp_path / "bad.tgz"
+    good.write_bytes(bundle)
+    bad.write_bytes(bundle[:-100])
+    fp = key_fingerprint(load_key(exported.key_path))
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        code = (
+            "import runpy, sys; sys.modules['verifier'] = None; "
+            f"sys.argv = ['audit.bundle', *{list(args)!r}]; "
+            "runpy.run_module('audit.bundle', run_name='__main__')"
+        )
+        return subprocess.run(
+            [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False
+        )
+
+    ok = run(str(good), "--key-fingerprint", fp)
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["key_fingerprint"] == fp
+    refused = run(str(bad))
+    assert refused.returncode == 1 and refused.stdout.startswith("reason: archive_truncated")
+
+
 # -- times -------------------------------------------------------------------------------
 
 
