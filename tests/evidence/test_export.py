@@ -230,6 +230,29 @@ def test_python_m_audit_bundle_verifies_without_the_verifier(
     assert refused.returncode == 1 and refused.stdout.startswith("reason: archive_truncated")
 
 
+def test_a_session_never_verified_is_exported_as_pending(
+    exported: Exported, tmp_path: Path
+) -> None:
+    from verifier.config import Config
+    from verifier.evidence import bundle_files
+    from verifier.pipeline import submit
+    from verifier.store import Store
+
+    config = Config(database_url=f"sqlite:///{tmp_path / 'pending.sqlite3'}")
+    with Store.open(config.database_url) as store:
+        submit(store, exported.reports["s-1"], "test")
+        files = bundle_files(
+            store, config, ["s-1"], load_key(exported.key_path), Selection(("s-1",))
+        )
+    verified = verify_bundle(pack(files))
+    [session] = verified.sessions
+    assert session["verdict"]["computed"] == "pending" and session["runs"] == 0
+    statement = _statement(files["sessions/s-1/statement.dsse.json"])
+    predicate = statement["predicate"]
+    assert isinstance(predicate, dict)
+    assert (predicate["run"], predicate["checks"]) == (None, {})
+
+
 # -- times -------------------------------------------------------------------------------
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import gzip
+import io
 import json
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -79,6 +81,43 @@ def test_a_removed_file_is_refused(bundle: bytes) -> None:
     files = unpack(bundle)
     del files["sessions/s-1/runs.json"]
     assert reason(pack(files)) == "file_missing"
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("manifest.json", "manifest_missing"),
+        ("manifest.sig.json", "manifest_missing"),
+        ("public-key.json", "key_invalid"),
+        ("sessions/s-1/report.json", "file_missing"),
+    ],
+)
+def test_a_removed_signature_key_or_manifest_is_refused(
+    bundle: bytes, name: str, expected: str
+) -> None:
+    files = unpack(bundle)
+    del files[name]
+    assert reason(pack(files)) == expected
+
+
+def test_members_that_are_not_plain_files_or_named_twice_are_refused(bundle: bytes) -> None:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        link = tarfile.TarInfo("public-key.json")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tar.addfile(link)
+    assert reason(raw.getvalue()) == "archive_unsafe"
+    files = unpack(bundle)
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for name in [*sorted(files), "public-key.json"]:
+            info = tarfile.TarInfo(name)
+            info.size = len(files[name])
+            tar.addfile(info, io.BytesIO(files[name]))
+    assert reason(raw.getvalue()) == "archive_unsafe"
+    escaping = dict(files)
+    escaping["sessions/../../evil.json"] = b"{}"
+    assert reason(pack(escaping)) == "archive_unsafe"
 
 
 def test_an_added_file_is_refused(bundle: bytes) -> None:
