@@ -10,7 +10,7 @@ verifier, no store, no network (docs/evidence.md). The layout::
     sessions/<id>/session.json     the stored session, its claimed changes, verdict, overrides
     sessions/<id>/actions.json     the trajectory's calls as normalised actions (not if pruned)
     sessions/<id>/runs.json        every verification run with its findings
-    sessions/<id>/tests.json       each run's test log excerpt with the full log's hash
+    sessions/<id>/test-logs.json       each run's test log excerpt with the full log's hash
     sessions/<id>/statement.dsse.json   an in-toto Statement v1 in a DSSE envelope
 
 `verify_bundle` checks, in order, and stops at the first failure with its
@@ -68,7 +68,7 @@ PREDICATE_TYPE = "https://verifier.dev/delivery/v1"
 MANIFEST = "manifest.json"
 MANIFEST_SIG = "manifest.sig.json"
 KEY_FILE = "public-key.json"
-SESSION_FILES = ("session.json", "runs.json", "tests.json", "statement.dsse.json")
+SESSION_FILES = ("session.json", "runs.json", "test-logs.json", "statement.dsse.json")
 REPORT_FILE = "report.json"
 ACTIONS_FILE = "actions.json"
 CONCLUSIVE = ("delivered", "not_delivered")
@@ -435,7 +435,7 @@ def _check_session(
 
     session = _json(files[base + "session.json"], base + "session.json", "evidence_mismatch")
     runs = _json(files[base + "runs.json"], base + "runs.json", "evidence_mismatch")
-    tests = _json(files[base + "tests.json"], base + "tests.json", "evidence_mismatch")
+    tests = _json(files[base + "test-logs.json"], base + "test-logs.json", "evidence_mismatch")
     if not isinstance(session, dict) or not isinstance(runs, list) or not isinstance(tests, list):
         raise BundleError("evidence_mismatch", f"session {sid!r}: a file has the wrong shape")
     if session.get("session_id") != sid:
@@ -529,7 +529,7 @@ def _check_runs(
 
 
 def run_test_log(run: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A run's test log as tests.json keeps it: the excerpt and the whole log's hash."""
+    """A run's test log as test-logs.json keeps it: the excerpt and the whole log's hash."""
     result = run.get("result")
     checks = result.get("checks") if isinstance(result, dict) else None
     tests = checks.get("tests") if isinstance(checks, dict) else None
@@ -551,7 +551,7 @@ def _check_tests(sid: str, runs: list[Any], tests: list[Any]) -> None:
     expected = [log for run in runs if (log := run_test_log(run)) is not None]
     if tests != expected:
         raise BundleError(
-            "evidence_mismatch", f"session {sid!r}: tests.json is not the runs' test logs"
+            "evidence_mismatch", f"session {sid!r}: test-logs.json is not the runs' test logs"
         )
 
 

@@ -293,7 +293,7 @@ def session_files(
     files = {
         "session.json": _json_bytes(record),
         "runs.json": _json_bytes(runs),
-        "tests.json": _json_bytes([log for run in runs if (log := run_test_log(run))]),
+        "test-logs.json": _json_bytes([log for run in runs if (log := run_test_log(run))]),
     }
     if raw is not None:
         files[REPORT_FILE] = raw

@@ -171,7 +171,7 @@ def test_each_run_has_its_findings_and_its_test_log_with_the_full_logs_hash(
     runs = json.loads(files["sessions/s-2/runs.json"])
     assert runs[0]["delivery_status"] == "not_delivered"
     assert "tests.failed" in {f["code"] for f in runs[0]["findings"]}
-    [log] = json.loads(files["sessions/s-2/tests.json"])
+    [log] = json.loads(files["sessions/s-2/test-logs.json"])
     details = runs[0]["result"]["checks"]["tests"]["details"]
     assert log["run_id"] == runs[0]["id"] and log["status"] == "fail"
     assert log["output_sha256"] == details["output_sha256"]

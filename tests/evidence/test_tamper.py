@@ -26,7 +26,7 @@ FILES = ["manifest.json", "manifest.sig.json", "public-key.json"] + [
         "runs.json",
         "session.json",
         "statement.dsse.json",
-        "tests.json",
+        "test-logs.json",
     )
     if sid != "s-3" or name not in ("actions.json", "report.json")
 ]
@@ -220,9 +220,9 @@ def test_runs_that_disagree_with_the_statement_are_refused(
 
 def test_a_test_log_that_is_not_the_runs_is_refused(bundle: bytes, key: Ed25519PrivateKey) -> None:
     files = unpack(bundle)
-    logs = json.loads(files["sessions/s-1/tests.json"])
+    logs = json.loads(files["sessions/s-1/test-logs.json"])
     logs[0]["output_excerpt"] = "1 passed\n"
-    files["sessions/s-1/tests.json"] = jcs(logs)
+    files["sessions/s-1/test-logs.json"] = jcs(logs)
     assert reason(pack(resign(files, key))) == "evidence_mismatch"
 
 
