@@ -13,6 +13,7 @@ of the raw 32-byte public key, in hex.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
@@ -204,12 +205,27 @@ def selected(store: Store, selection: Selection) -> list[str]:
 # --- the bundle -------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Export:
+    """A bundle's bytes, the sessions it holds, and how many files."""
+
+    data: bytes
+    session_ids: tuple[str, ...]
+    files: int
+
+
 def export(
-    store: Store, config: Config, selection: Selection, key: Ed25519PrivateKey
-) -> tuple[bytes, list[str]]:
-    """The gzipped archive of the selected sessions, and their ids."""
+    store: Store,
+    config: Config,
+    selection: Selection,
+    key: Ed25519PrivateKey,
+    *,
+    compress: bool = True,
+) -> Export:
+    """The archive of the selected sessions (gzipped when `compress`)."""
     ids = selected(store, selection)
-    return pack(bundle_files(store, config, ids, key, selection)), ids
+    files = bundle_files(store, config, ids, key, selection)
+    return Export(pack(files, compress=compress), tuple(ids), len(files))
 
 
 def write_bundle(path: Path, data: bytes) -> None:
@@ -485,8 +501,6 @@ def _iso(moment: datetime) -> str:
 
 
 def _sha256(data: bytes) -> str:
-    import hashlib
-
     return hashlib.sha256(data).hexdigest()
 
 

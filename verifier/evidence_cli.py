@@ -66,14 +66,12 @@ def evidence_export_cmd(
     findings, overrides, test logs and signed in-toto statements, with a signed
     manifest: the same sessions give the same bytes. TIME has its UTC offset
     (2026-11-29T10:00:00+00:00 or ...Z)."""
-    from audit.bundle import pack
     from verifier.evidence import (
         Selection,
-        bundle_files,
+        export,
         key_fingerprint,
         load_key,
         parse_moment,
-        selected,
         write_bundle,
     )
     from verifier.store import NoStore, Store
@@ -87,24 +85,23 @@ def evidence_export_cmd(
     key = load_key(config.evidence.signing_key)
     try:
         with Store.open(config.database_url, read_only=True) as store:
-            ids = selected(store, selection)
-            files = bundle_files(store, config, ids, key, selection)
+            bundle = export(store, config, selection, key, compress=out.suffix != ".tar")
     except NoStore as exc:
         raise NotFound(f"nothing to export: {exc}") from None
-    data = pack(files, compress=out.suffix != ".tar")
-    write_bundle(out, data)
+    write_bundle(out, bundle.data)
     summary = {
         "out": str(out),
-        "sessions": ids,
-        "files": len(files),
-        "bytes": len(data),
+        "sessions": list(bundle.session_ids),
+        "files": bundle.files,
+        "bytes": len(bundle.data),
         "key_fingerprint": key_fingerprint(key),
     }
     if fmt == "json":
         _emit(render.dumps(summary))
     else:
         _emit(
-            f"wrote {out}: {len(ids)} session(s), {len(files)} files, {len(data)} bytes\n"
+            f"wrote {out}: {len(bundle.session_ids)} session(s), {bundle.files} files, "
+            f"{len(bundle.data)} bytes\n"
             f"signed by key {summary['key_fingerprint']}\n"
         )
 

@@ -15,10 +15,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from gitrepo import GitRepo
 from sessions import PYTEST, calc_repo, fixed_session, to_bytes
 
-from audit.bundle import MANIFEST, MANIFEST_SIG, pack
+from audit.bundle import MANIFEST, MANIFEST_SIG
 from audit.jcs import canonicalize
+from verifier import evidence
 from verifier.config import Config, EvidenceConfig, RepositoryConfig
-from verifier.evidence import Selection, bundle_files, create_key, load_key
+from verifier.evidence import Selection, create_key, load_key
 from verifier.harness import call, model_turn
 from verifier.pipeline import verify_report
 from verifier.store import Store
@@ -87,16 +88,12 @@ def build(tmp: Path) -> Exported:
 
 
 def export(ex: Exported, selection: Selection | None = None, *, compress: bool = True) -> bytes:
-    selection = selection or Selection(SESSIONS)
+    """The bundle `verifier evidence export` writes for `selection` (every session)."""
     with Store.open(ex.config.database_url, read_only=True) as store:
-        files = bundle_files(
-            store,
-            ex.config,
-            sorted(selection.session_ids or SESSIONS),
-            load_key(ex.key_path),
-            selection,
-        )
-    return pack(files, compress=compress)
+        key = load_key(ex.key_path)
+        return evidence.export(
+            store, ex.config, selection or Selection(SESSIONS), key, compress=compress
+        ).data
 
 
 def unpack(data: bytes) -> dict[str, bytes]:
