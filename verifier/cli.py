@@ -746,8 +746,11 @@ def entry() -> None:
 
 
 # Commands kept in modules of their own, registered last: they use this module's helpers.
+from verifier.evidence_cli import evidence_group, keys_group  # noqa: E402
 from verifier.gate_cli import gate_cmd  # noqa: E402
 from verifier.trailcmd import register as _register_trail  # noqa: E402
 
 main.add_command(gate_cmd)
+main.add_command(evidence_group)
+main.add_command(keys_group)
 _register_trail(main)

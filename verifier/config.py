@@ -57,6 +57,7 @@ _STRICT = ConfigDict(extra="forbid", populate_by_name=True)
 _PATH_KEYS = {
     "verifier": ("profiles_dir", "mirror_cache"),
     "repository": ("path", "python", "venv", "trusted_mirror"),
+    "evidence": ("signing_key",),
 }
 
 
@@ -237,6 +238,27 @@ class ServiceConfig:
         return self
 
 
+def default_signing_key() -> Path:
+    """Where `verifier keys create` writes the evidence signing key: the user's data directory."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "verifier" / "evidence-signing-key.pem"
+
+
+def _signing_key(value: Any) -> Any:
+    return default_signing_key() if value == "" else value
+
+
+@dataclass(frozen=True, config=_STRICT)
+class EvidenceConfig:
+    """Evidence bundles (verifier/evidence.py, docs/evidence.md)."""
+
+    # The Ed25519 private key (PKCS#8 PEM, mode 0600) that signs bundles; made by
+    # `verifier keys create`. Empty: evidence-signing-key.pem in the data directory.
+    signing_key: Annotated[Path, BeforeValidator(_signing_key)] = field(
+        default_factory=default_signing_key
+    )
+
+
 def _database_url(value: Any) -> Any:
     return default_database_url() if value == "" else value
 
@@ -273,6 +295,7 @@ class Config:
     test_result_cache: bool = True
     repositories: Mapping[str, RepositoryConfig] = field(default_factory=dict)
     service: ServiceConfig = field(default_factory=ServiceConfig)
+    evidence: EvidenceConfig = field(default_factory=EvidenceConfig)
     # The file the operator's settings came from; None when only the defaults apply.
     source: Path | None = None
 
@@ -304,14 +327,21 @@ class Config:
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], source: Path | None = None) -> Config:
         """Validate a TOML document whose relative paths are already resolved."""
-        unknown = set(data) - {"verifier", "repositories", "service"}
+        unknown = set(data) - {"verifier", "repositories", "service", "evidence"}
         if unknown:
             raise ConfigError(
-                f"unknown tables {sorted(unknown)}: expected verifier, repositories, service"
+                f"unknown tables {sorted(unknown)}: expected verifier, repositories, service, "
+                "evidence"
             )
         main, repos = data.get("verifier", {}), data.get("repositories", {})
-        service = data.get("service", {})
-        for key, table in (("verifier", main), ("repositories", repos), ("service", service)):
+        service, evidence = data.get("service", {}), data.get("evidence", {})
+        tables_in = (
+            ("verifier", main),
+            ("repositories", repos),
+            ("service", service),
+            ("evidence", evidence),
+        )
+        for key, table in tables_in:
             if not isinstance(table, Mapping):
                 raise ConfigError(f"{key}: expected a table")
         tables = {}
@@ -321,7 +351,13 @@ class Config:
             tables[name] = {**_results_table(table, f"repositories.{name}.results"), "name": name}
         try:
             return _CONFIG.validate_python(
-                {**main, "repositories": tables, "service": service, "source": source}
+                {
+                    **main,
+                    "repositories": tables,
+                    "service": service,
+                    "evidence": evidence,
+                    "source": source,
+                }
             )
         except ValidationError as exc:
             raise _config_error(exc, source) from None
@@ -394,6 +430,8 @@ def _absolute_paths(data: dict[str, Any], base: Path) -> dict[str, Any]:
     out = dict(data)
     if "verifier" in out:
         out["verifier"] = fix(out["verifier"], _PATH_KEYS["verifier"])
+    if "evidence" in out:
+        out["evidence"] = fix(out["evidence"], _PATH_KEYS["evidence"])
     if isinstance(out.get("repositories"), dict):
         out["repositories"] = {
             name: fix(table, _PATH_KEYS["repository"])
@@ -438,7 +476,7 @@ def _results_table(table: Mapping[str, Any], where: str) -> dict[str, Any]:
 def _config_error(exc: ValidationError, source: Path | None) -> ConfigError:
     error = exc.errors()[0]
     loc = [str(part) for part in error["loc"]]
-    if loc and loc[0] not in ("repositories", "service"):
+    if loc and loc[0] not in ("repositories", "service", "evidence"):
         loc.insert(0, "verifier")
     problem = error["msg"]
     if error["type"] == "unexpected_keyword_argument":
