@@ -266,7 +266,7 @@ def test_the_delivery_log_and_retry_commands(
     with receiver([503, 200]) as hook:
         path = tmp_path / "verifier.toml"
         path.write_text(
-            f'[service]\nwebhook_retry_base_s = 0.001\n\n'
+            f"[service]\nwebhook_retry_base_s = 0.001\n\n"
             f'[webhooks.ops]\nurl = "{hook.url}"\nsecret_env = "HOOK_SECRET"\n'
             'events = ["verdict"]\n',
             encoding="utf-8",
