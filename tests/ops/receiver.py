@@ -31,7 +31,7 @@ def receiver(statuses: list[int] | None = None) -> Iterator[Receiver]:
     lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", "0"))
             body = self.rfile.read(length)
             with lock:

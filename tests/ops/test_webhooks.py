@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 from api.apikit import verification
 from ops.receiver import receiver
-from store.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
 from store.report_factory import make_report_bytes
 
 from verifier import cli, notify, pipeline
@@ -24,23 +23,11 @@ from verifier.config import Config
 from verifier.contract import parse_report
 from verifier.errors import ConfigError
 from verifier.findings import Verification
-from verifier.store import Store, upgrade
+from verifier.store import Store
 from verifier.store.webhooks import deliveries
 
 SECRET = "whsec-loopback-7f3a"
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'hooks.sqlite3'}"
-        return
-    if not POSTGRES_URL:
-        pytest.skip(NO_POSTGRES)
-    with postgres_database(POSTGRES_URL) as url:
-        upgrade(url)
-        yield url
 
 
 @pytest.fixture
