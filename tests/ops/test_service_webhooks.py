@@ -110,3 +110,55 @@ def test_a_verification_notifies_and_the_periodic_work_retries(
     body = json.loads(row.body)
     assert (body["event"], body["delivery_status"], body["run_id"]) == (event, verdict, runs[0].id)
     assert len(runs) == 1  # one run, one notification: the hook is where runs are recorded
+
+
+def test_the_command_lines_verification_notifies_through_the_same_record(
+    repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sessions import fixed_session, to_bytes
+
+    from verifier.pipeline import verify_report
+
+    monkeypatch.setenv("HOOK_SECRET", SECRET)
+    with receiver() as hook:
+        config = configured(tmp_path, repo, hook.url, "HOOK_SECRET", SECRET)
+        outcome = verify_report(to_bytes(fixed_session(repo).report()), config)
+    assert outcome.stored == f"stored as run {outcome.run_id}"
+    [got] = hook.requests
+    body = json.loads(got.body)
+    assert (body["event"], body["delivery_status"], body["run_id"]) == (
+        "verdict",
+        "delivered",
+        outcome.run_id,
+    )
+
+
+def test_the_workers_periodic_round_retries_due_deliveries(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from api.apikit import verification
+    from store.report_factory import make_report_bytes
+
+    from verifier.contract import parse_report
+    from verifier.notify import notify_run
+    from verifier.worker import Runtime, retry_webhooks
+
+    monkeypatch.setenv("HOOK_SECRET", SECRET)
+    with receiver([502, 204]) as hook:
+        config = Config.from_mapping(
+            {
+                "verifier": {"database_url": db_url},
+                "service": {"webhook_retry_base_s": 0.01},
+                "webhooks": {"ops": {"url": hook.url, "secret_env": "HOOK_SECRET"}},
+            }
+        )
+        with Store.open(db_url) as store:
+            store.ingest(parse_report(make_report_bytes("s1", "done")))
+            failed = verification("s1", failed=True)
+            notify_run(store, config, failed, store.record_run(failed))
+            assert deliveries(store)[0].state == "pending"
+            runtime = Runtime(config, store)
+            wait_for("retried", lambda: retry_webhooks(runtime).get("webhooks_delivered") == 1)
+            [row] = deliveries(store)
+    assert (row.state, row.attempts, row.last_status) == ("delivered", 2, 204)
+    assert len(hook.requests) == 2
