@@ -22,18 +22,6 @@ from verifier.store.tokens import admin_log
 T0 = datetime(2026, 11, 29, 10, 5, tzinfo=UTC)
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'store.sqlite3'}"
-        return
-    if not POSTGRES_URL:
-        pytest.skip(NO_POSTGRES)
-    with postgres_database(POSTGRES_URL) as url:
-        upgrade(url)
-        yield url
-
-
 @pytest.fixture
 def store(db_url: str) -> Iterator[Store]:
     with Store.open(db_url) as opened:

@@ -6,15 +6,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
 
 import pytest
-from store.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
 from store.report_factory import make_report_bytes
 
 from verifier.contract import parse_report
 from verifier.findings import CheckResult, CheckStatus, Finding, Verification, decide
-from verifier.store import Counts, Group, Listed, Stats, Store, upgrade
+from verifier.store import Counts, Group, Listed, Stats, Store
 from verifier.store.db import GROUP_BY
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)  # a Monday
@@ -22,18 +20,6 @@ AGENTS = ("fixer", "writer")
 MODELS = ("gemini-3.5-flash", None)
 REPOS = ("calc", "shop")
 VERDICTS = ("pending", "delivered", "not_delivered", "inconclusive")
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'store.sqlite3'}"
-        return
-    if not POSTGRES_URL:
-        pytest.skip(NO_POSTGRES)
-    with postgres_database(POSTGRES_URL) as url:
-        upgrade(url)
-        yield url
 
 
 def run(session_id: str, verdict: str, done: bool) -> Verification:
