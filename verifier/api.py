@@ -220,7 +220,9 @@ class StatsBody(Counts):
         default="computed", description="The counts are of computed verdicts, never overrides."
     )
     overridden: int = Field(
-        default=0, description="Sessions carrying a person's override (not counted as such)."
+        default=0,
+        description="Of the sessions counted, those carrying a person's override (counted "
+        "by their computed verdict).",
     )
 
 
@@ -666,7 +668,16 @@ def _routes(app: FastAPI) -> None:
             model=model,
             repo=repo,
         )
-        overridden = await run_in_threadpool(overridden_count, service.store)
+        overridden = await run_in_threadpool(
+            lambda: overridden_count(
+                service.store,
+                day_from=day_from,
+                day_to=day_to,
+                agent=agent,
+                model=model,
+                repo=repo,
+            )
+        )
         return StatsBody(
             **_counts(result.totals),
             groups=[Group(key=g.key, **_counts(g.counts)) for g in result.groups],

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -174,3 +174,23 @@ def test_truncating_overrides_is_refused_on_postgresql(tmp_path: Path) -> None:
                 connection.execute(text("TRUNCATE verdict_overrides CASCADE"))
         finally:
             engine.dispose()
+
+
+def test_the_overridden_count_follows_the_stats_filters(store: Store) -> None:
+    for sid, agent, ended in (
+        ("a", "fixer", "2026-11-29T10:00:00Z"),
+        ("b", "writer", "2026-11-29T10:00:00Z"),
+        ("c", "fixer", "2026-11-30T10:00:00Z"),
+    ):
+        agent_field = {"name": agent, "version": "1", "tool_profile": "default"}
+        raw = make_report_bytes(sid, "done", agent=agent_field, ended_at=ended)
+        store.ingest(parse_report(raw))
+        record_override(store, sid, status="delivered", reason="r", author="cli:ana")
+    record_override(store, "b", status="cleared", reason="r", author="cli:ana")
+
+    assert overridden_count(store) == 2
+    assert overridden_count(store, agent="fixer") == 2
+    assert overridden_count(store, agent="writer") == 0
+    assert overridden_count(store, day_from=date(2026, 11, 30)) == 1
+    assert overridden_count(store, day_to=date(2026, 11, 29), model="") == 1
+    assert overridden_count(store, repo="shop") == 0
