@@ -230,6 +230,12 @@ class ServiceConfig:
     # Re-check delivered sessions this long after their verdict (did the branch lose the
     # change?); 0: never.
     recheck_delivered_s: Annotated[float, Field(ge=0, strict=True)] = 0.0
+    # A webhook delivery that failed is tried again after webhook_retry_base_s, then twice
+    # as long after each failure, until webhook_max_attempts attempts (then: failed).
+    webhook_retry_base_s: Seconds = 30.0
+    webhook_max_attempts: PositiveInt = 6
+    # The API's address as webhook receivers reach it: the session url in a notification.
+    public_url: Text = ""
 
     @model_validator(mode="after")
     def _cap_over_base(self) -> ServiceConfig:
@@ -257,6 +263,63 @@ class EvidenceConfig:
     signing_key: Annotated[Path, BeforeValidator(_signing_key)] = field(
         default_factory=default_signing_key
     )
+
+
+WEBHOOK_EVENTS = ("silent_failure", "verdict")
+
+
+def _webhook_url(value: Any) -> Any:
+    if not isinstance(value, str) or not value.startswith(("https://", "http://")):
+        raise ValueError(f"expected an http:// or https:// url, got {value!r}")
+    if any(c in value for c in "\0\n\r ") or len(value) < len("http://x"):
+        raise ValueError(f"expected a url without spaces or line breaks, got {value!r}")
+    return value
+
+
+def _events(value: Any) -> Any:
+    if (
+        not isinstance(value, list | tuple)
+        or not value
+        or not all(isinstance(v, str) and v in WEBHOOK_EVENTS for v in value)
+    ):
+        raise ValueError(
+            f"expected a non-empty list of {', '.join(map(repr, WEBHOOK_EVENTS))}, got {value!r}"
+        )
+    return tuple(dict.fromkeys(value))
+
+
+def _env_name(value: Any) -> Any:
+    import re
+
+    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+        raise ValueError(f"expected the name of an environment variable, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True, config=_STRICT)
+class WebhookConfig:
+    """One receiver of notifications (verifier/notify.py): ``[webhooks.NAME]``.
+
+    The signing secret is read from the environment variable `secret_env` when a
+    delivery is sent; it is never written in a configuration file.
+    """
+
+    name: str
+    url: Annotated[Text, BeforeValidator(_webhook_url)]
+    secret_env: Annotated[Text, BeforeValidator(_env_name)]
+    # silent_failure: a done session found not delivered; verdict: every recorded run.
+    events: Annotated[tuple[str, ...], BeforeValidator(_events)] = ("silent_failure",)
+    timeout_s: Seconds = Field(default=5.0, alias="timeout")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_secret(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "secret" in data:
+            raise ValueError(
+                "secret: a secret is never written in a config file; set secret_env to the "
+                "name of the environment variable that holds it"
+            )
+        return data
 
 
 def _database_url(value: Any) -> Any:
@@ -296,6 +359,7 @@ class Config:
     repositories: Mapping[str, RepositoryConfig] = field(default_factory=dict)
     service: ServiceConfig = field(default_factory=ServiceConfig)
     evidence: EvidenceConfig = field(default_factory=EvidenceConfig)
+    webhooks: Mapping[str, WebhookConfig] = field(default_factory=dict)
     # The file the operator's settings came from; None when only the defaults apply.
     source: Path | None = None
 
@@ -327,11 +391,11 @@ class Config:
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], source: Path | None = None) -> Config:
         """Validate a TOML document whose relative paths are already resolved."""
-        unknown = set(data) - {"verifier", "repositories", "service", "evidence"}
+        unknown = set(data) - {"verifier", "repositories", "service", "evidence", "webhooks"}
         if unknown:
             raise ConfigError(
                 f"unknown tables {sorted(unknown)}: expected verifier, repositories, service, "
-                "evidence"
+                "evidence, webhooks"
             )
         main, repos = data.get("verifier", {}), data.get("repositories", {})
         service, evidence = data.get("service", {}), data.get("evidence", {})
@@ -349,6 +413,7 @@ class Config:
             if not isinstance(table, Mapping):
                 raise ConfigError(f"repositories.{name}: expected a table")
             tables[name] = {**_results_table(table, f"repositories.{name}.results"), "name": name}
+        hooks = _named_tables(data.get("webhooks", {}), "webhooks")
         try:
             return _CONFIG.validate_python(
                 {
@@ -356,6 +421,7 @@ class Config:
                     "repositories": tables,
                     "service": service,
                     "evidence": evidence,
+                    "webhooks": hooks,
                     "source": source,
                 }
             )
@@ -473,10 +539,22 @@ def _results_table(table: Mapping[str, Any], where: str) -> dict[str, Any]:
     return {**out, "results": "junit", "results_junit": globs}
 
 
+def _named_tables(tables: Any, key: str) -> dict[str, Any]:
+    """``[key.NAME]`` tables, each given its name."""
+    if not isinstance(tables, Mapping):
+        raise ConfigError(f"{key}: expected a table")
+    named = {}
+    for name, table in tables.items():
+        if not isinstance(table, Mapping):
+            raise ConfigError(f"{key}.{name}: expected a table")
+        named[name] = {**table, "name": name}
+    return named
+
+
 def _config_error(exc: ValidationError, source: Path | None) -> ConfigError:
     error = exc.errors()[0]
     loc = [str(part) for part in error["loc"]]
-    if loc and loc[0] not in ("repositories", "service", "evidence"):
+    if loc and loc[0] not in ("repositories", "service", "evidence", "webhooks"):
         loc.insert(0, "verifier")
     problem = error["msg"]
     if error["type"] == "unexpected_keyword_argument":

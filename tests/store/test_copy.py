@@ -22,8 +22,9 @@ from verifier.errors import ConfigError, InfrastructureError
 from verifier.findings import CheckResult, CheckStatus, DeliveryStatus, Finding, Verification
 from verifier.store import Store
 from verifier.store.maintenance import CopyMismatch, _Hasher, copy_store, prune
-from verifier.store.models import Base, TestResultCacheModel, TokenModel, WebhookDeliveryModel
+from verifier.store.models import Base, TestResultCacheModel, TokenModel
 from verifier.store.overrides import record_override
+from verifier.store.webhooks import NewDelivery, add_deliveries
 
 T0 = datetime(2026, 11, 29, 10, 5, tzinfo=UTC)
 TABLES = [t.name for t in Base.metadata.sorted_tables]
@@ -63,7 +64,7 @@ def run_of(session_id: str, status: CheckStatus, excerpt: str = "1 passed") -> V
 def fill(url: str, sessions: int = 12) -> None:
     """A store with a row in every table: sessions with changes and runs, one pruned report,
     a rejected report, blob digests (ids that sort differently by collation), a token, a
-    cached test result, admin-log entries, a verdict override and a webhook delivery."""
+    cached test result, admin-log entries, an override and a webhook delivery."""
     change = {
         "path": "calc.py",
         "action": "create",
@@ -94,19 +95,12 @@ def fill(url: str, sessions: int = 12) -> None:
                     key="e" * 64, session_id="s-001", result={"passed": 2, "é": [1.5]}
                 )
             )
-        record_override(store, "s-000", status="delivered", reason="flaky CI", author="cli:t")
-        with store._transaction() as session:
-            session.add(
-                WebhookDeliveryModel(
-                    webhook="ops",
-                    url="http://127.0.0.1:9/hook",
-                    event="silent_failure",
-                    session_id="s-000",
-                    body=b'{"event":"silent_failure"}',
-                    state="pending",
-                    attempts=0,
-                )
-            )
+        record_override(store, "s-000", status="delivered", reason="é: moved", author="cli:t")
+        add_deliveries(
+            store,
+            [NewDelivery("ops", "https://h.example/x", "verdict", "s-000", 1, b'{"a":1}')],
+            T0,
+        )
         prune(store, datetime(2026, 11, 2, tzinfo=UTC), actor="cli:test")
 
 
