@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from markupsafe import Markup, escape
 
-WIDTH = 720
-HEIGHT = 260
+WIDTH = 960
+HEIGHT = 300
 _LEFT, _RIGHT, _TOP, _BOTTOM = 48, 16, 14, 34
 _MAX_LABELS = 7
 
@@ -85,10 +85,14 @@ def rate_chart(points: Sequence[Point], *, title: str) -> Markup:
         return Markup("".join(out))
     step = max(1, -(-count // _MAX_LABELS))
     for i, point in enumerate(points):
-        if i % step == 0 or i == count - 1:
+        # Every step-th label, and the last one; a label too close before the last is left out.
+        if (i % step == 0 and count - 1 - i >= step / 2) or i == count - 1:
+            # The first and last labels align inwards, so that neither is cut off.
+            anchor = "start" if i == 0 and count > 1 else "middle"
+            anchor = "end" if i == count - 1 and count > 1 else anchor
             out.append(
                 f'<text class="axis" x="{_x(i, count):.1f}" y="{HEIGHT - 12}" '
-                f'text-anchor="middle">{escape(point.label)}</text>'
+                f'text-anchor="{anchor}">{escape(point.label)}</text>'
             )
     for attr, css in (("done_rate", "done"), ("delivered_rate", "delivered")):
         for run in _segments(points, attr):

@@ -69,6 +69,8 @@ def _when(moment: datetime | None) -> str:
 _env.filters["pct"] = _pct
 _env.filters["when"] = _when
 _env.filters["short"] = lambda sha: "—" if not sha else sha[:12]
+# Long expected/found values (hashes, outputs) are cut on the page; the title keeps them whole.
+_env.filters["clip"] = lambda text: text if len(text) <= 40 else text[:24] + "…"
 
 router = APIRouter(include_in_schema=False)
 
@@ -170,11 +172,17 @@ async def logout(request: Request) -> Response:
     return response
 
 
-@router.get("/static/dashboard.css")
-async def stylesheet() -> Response:
-    css = resources.files("verifier.dashboard").joinpath("static/dashboard.css").read_bytes()
+_STATIC = {"dashboard.css": "text/css", "favicon.svg": "image/svg+xml"}
+
+
+@router.get("/static/{name}")
+async def static(name: str) -> Response:
+    """The stylesheet and the icon: every asset a page uses is served from here."""
+    if name not in _STATIC:
+        return _page("error.html", 404, title="Not found", problem=f"no asset {name!r}", token=None)
+    data = resources.files("verifier.dashboard").joinpath("static", name).read_bytes()
     headers = {**HEADERS, "Cache-Control": "max-age=300"}
-    return Response(css, media_type="text/css", headers=headers)
+    return Response(data, media_type=_STATIC[name], headers=headers)
 
 
 @router.get("/")
