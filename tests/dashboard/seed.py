@@ -103,7 +103,11 @@ RICH_FINDINGS = (
     Finding("audit.hash_mismatch", "entry 1's hash is not its own", "audit.entries[1].hash"),
     Finding("audit.response_missing", "call c2 (read_file) has no function_response",
             expected="c2"),
+    Finding("audit.call_outside_model_turn", "a call in a user turn",
+            "trajectory.contents.1.parts.0", "model", "user"),
 )
+# Where each of RICH_FINDINGS points on the session page (the tests finding points nowhere).
+RICH_TARGETS = {0: "change-0", 2: "entry-1", 3: "call-1", 4: "call-0"}
 
 
 def seed(url: str) -> None:
