@@ -74,15 +74,31 @@ def _rich_report() -> bytes:
         {"role": "model", "parts": [{"function_call": read}]},
     ]
     entries = [
-        {"kind": "tool_call", "seq": 0, "call_id": "c1", "tool": "write_file",
-         "decision": "allowed", "effects": [{"path": "calc.py"}]},
-        {"kind": "tool_call", "seq": 1, "call_id": "c2", "tool": "read_file",
-         "decision": "allowed", "effects": []},
+        {
+            "kind": "tool_call",
+            "seq": 0,
+            "call_id": "c1",
+            "tool": "write_file",
+            "decision": "allowed",
+            "effects": [{"path": "calc.py"}],
+        },
+        {
+            "kind": "tool_call",
+            "seq": 1,
+            "call_id": "c2",
+            "tool": "read_file",
+            "decision": "allowed",
+            "effects": [],
+        },
         {"kind": "session_end", "seq": 2, "status": "done"},
     ]
     changes = [
-        {"path": "calc.py", "action": "modify", "sha256_before": "a" * 64,
-         "sha256_after": "b" * 64},
+        {
+            "path": "calc.py",
+            "action": "modify",
+            "sha256_before": "a" * 64,
+            "sha256_after": "b" * 64,
+        },
         {"path": XSS, "action": "create", "sha256_before": None, "sha256_after": "c" * 64},
     ]
     return _report(
@@ -101,10 +117,16 @@ def _rich_report() -> bytes:
 RICH_FINDINGS = (
     Finding("change.missing", "calc.py is not at head", "calc.py", "b" * 64, "a" * 64),
     Finding("audit.hash_mismatch", "entry 1's hash is not its own", "audit.entries[1].hash"),
-    Finding("audit.response_missing", "call c2 (read_file) has no function_response",
-            expected="c2"),
-    Finding("audit.call_outside_model_turn", "a call in a user turn",
-            "trajectory.contents.1.parts.0", "model", "user"),
+    Finding(
+        "audit.response_missing", "call c2 (read_file) has no function_response", expected="c2"
+    ),
+    Finding(
+        "audit.call_outside_model_turn",
+        "a call in a user turn",
+        "trajectory.contents.1.parts.0",
+        "model",
+        "user",
+    ),
 )
 # Where each of RICH_FINDINGS points on the session page (the tests finding points nowhere).
 RICH_TARGETS = {0: "change-0", 2: "entry-1", 3: "call-1", 4: "call-0"}

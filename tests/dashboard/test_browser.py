@@ -77,7 +77,9 @@ def _page(browser: Any, base: str, width: int) -> tuple[Any, list[str], list[str
     page = browser.new_page(viewport={"width": width, "height": 900})
     problems: list[str] = []
     requested: list[str] = []
-    page.on("console", lambda m: problems.append(m.text) if m.type in ("error", "warning") else None)
+    page.on(
+        "console", lambda m: problems.append(m.text) if m.type in ("error", "warning") else None
+    )
     page.on("pageerror", lambda e: problems.append(str(e)))
     page.on("request", lambda r: requested.append(r.url))
     return page, problems, requested
@@ -140,7 +142,7 @@ def test_the_browser_shows_the_apis_numbers_and_reaches_a_session_by_keyboard(
     # At 1280 px the three accounts stand side by side.
     boxes = [page.locator(f"#{t}").bounding_box() for t in ("changes", "calls", "entries")]
     assert boxes[0]["x"] < boxes[1]["x"] < boxes[2]["x"]
-    page.click('#finding-2 a.goto')
+    page.click("#finding-2 a.goto")
     assert page.url.endswith("#entry-1")
     outline = page.evaluate("getComputedStyle(document.getElementById('entry-1')).outlineStyle")
     assert outline == "solid"

@@ -173,7 +173,9 @@ def test_the_dashboard_adds_nothing_to_the_api_document(client: TestClient) -> N
 # -- the overview: the API's numbers ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("filters", FILTERS, ids=lambda f: "&".join(f"{k}={v}" for k, v in f.items()) or "all")
+@pytest.mark.parametrize(
+    "filters", FILTERS, ids=lambda f: "&".join(f"{k}={v}" for k, v in f.items()) or "all"
+)
 def test_the_totals_equal_the_apis_stats(
     client: TestClient, tokens: dict[str, str], filters: dict[str, str]
 ) -> None:
@@ -190,7 +192,9 @@ def test_the_totals_equal_the_apis_stats(
 
 
 @pytest.mark.parametrize("by", ["agent", "model", "repo"])
-@pytest.mark.parametrize("filters", FILTERS[:5], ids=lambda f: "&".join(f"{k}={v}" for k, v in f.items()) or "all")
+@pytest.mark.parametrize(
+    "filters", FILTERS[:5], ids=lambda f: "&".join(f"{k}={v}" for k, v in f.items()) or "all"
+)
 def test_the_table_by_agent_model_or_repository_equals_the_apis_groups(
     client: TestClient, tokens: dict[str, str], by: str, filters: dict[str, str]
 ) -> None:
@@ -208,8 +212,12 @@ def test_the_figures_behind_the_chart_equal_the_apis_days(
     page = client.get("/", params={"repo": "calc"}).text
     days = api(client, tokens["read"], "/v1/stats", group_by="day", repo="calc")["groups"]
     assert period_rows(page) == {
-        d["key"]: [str(d["total"]), pct(d["done_rate"]), pct(d["delivered_rate"]),
-                   str(d["silent_failures"])]
+        d["key"]: [
+            str(d["total"]),
+            pct(d["done_rate"]),
+            pct(d["delivered_rate"]),
+            str(d["silent_failures"]),
+        ]
         for d in days
     }
     # One point per day and rate with a conclusive session, each titled with its figures.
@@ -221,7 +229,9 @@ def test_the_figures_behind_the_chart_equal_the_apis_days(
     assert f"{first['key']}: delivered rate {pct(first['delivered_rate'])}" in chart.group(0)
 
 
-@pytest.mark.parametrize("filters", FILTERS, ids=lambda f: "&".join(f"{k}={v}" for k, v in f.items()) or "all")
+@pytest.mark.parametrize(
+    "filters", FILTERS, ids=lambda f: "&".join(f"{k}={v}" for k, v in f.items()) or "all"
+)
 def test_the_silent_failures_are_the_apis_done_but_not_delivered_newest_first(
     client: TestClient, tokens: dict[str, str], filters: dict[str, str]
 ) -> None:
@@ -233,7 +243,11 @@ def test_the_silent_failures_are_the_apis_done_but_not_delivered_newest_first(
     if "to" in filters:
         query["to"] = filters["to"] + "T23:59:59.999999Z"
     listed = api(
-        client, tokens["read"], "/v1/sessions", done="true", delivery_status="not_delivered",
+        client,
+        tokens["read"],
+        "/v1/sessions",
+        done="true",
+        delivery_status="not_delivered",
         **query,
     )["sessions"]
     assert silent_ids(page) == [s["session_id"] for s in listed]
@@ -256,8 +270,11 @@ def test_sorting_by_a_heading_orders_the_rows_and_keeps_the_filters(
 ) -> None:
     login(client, tokens["read"])
     page = client.get("/", params={"by": "model", "sort": "delivered_rate", "dir": "asc"}).text
-    rates = [float(r["delivered_rate"].rstrip(" %")) for r in group_rows(page).values()
-             if r["delivered_rate"] != "—"]
+    rates = [
+        float(r["delivered_rate"].rstrip(" %"))
+        for r in group_rows(page).values()
+        if r["delivered_rate"] != "—"
+    ]
     assert rates == sorted(rates) and len(rates) >= 3
     assert 'aria-sort="ascending"' in page
     # Every heading's link keeps the grouping; the active one turns the order round.
@@ -283,9 +300,14 @@ def test_filters_stay_in_the_links_so_a_view_can_be_shared(
 
 @pytest.mark.parametrize(
     ("query", "field"),
-    [({"from": "yesterday"}, "from"), ({"to": "2026-13-01"}, "to"),
-     ({"from": "2026-11-25", "to": "2026-11-20"}, "from"), ({"by": "colour"}, "by"),
-     ({"sort": "price"}, "sort"), ({"dir": "up"}, "dir")],
+    [
+        ({"from": "yesterday"}, "from"),
+        ({"to": "2026-13-01"}, "to"),
+        ({"from": "2026-11-25", "to": "2026-11-20"}, "from"),
+        ({"by": "colour"}, "by"),
+        ({"sort": "price"}, "sort"),
+        ({"dir": "up"}, "dir"),
+    ],
 )
 def test_a_bad_filter_is_a_400_naming_it(
     client: TestClient, tokens: dict[str, str], query: dict[str, str], field: str
@@ -305,14 +327,14 @@ def test_the_session_page_puts_the_three_accounts_side_by_side(
     login(client, tokens["read"])
     page = client.get(f"/sessions/{RICH}").text
     changes, calls, entries = (table(page, t) for t in ("changes", "calls", "entries"))
-    assert changes.count("<tr id=\"change-") == 2 and "calc.py" in changes
+    assert changes.count('<tr id="change-') == 2 and "calc.py" in changes
     assert 'id="call-0"' in calls and 'id="call-1"' in calls
     # The normalised action beside the raw call.
     call0 = re.search(r'id="call-0".*?</tr>', calls, re.S)
     assert call0 is not None
     assert '<span class="kind">write</span>' in call0.group(0)
     assert 'write_file({"content": "x = 1\\n", "path": "calc.py"})' in html.unescape(call0.group(0))
-    assert entries.count("<tr id=\"entry-") == 3
+    assert entries.count('<tr id="entry-') == 3
     assert "<caption>" in changes and 'scope="col"' in calls and 'scope="row"' in entries
 
 
@@ -365,7 +387,7 @@ def test_an_override_is_shown_beside_the_computed_verdict(
 
 def test_a_pending_session_and_an_unknown_one(client: TestClient, tokens: dict[str, str]) -> None:
     login(client, tokens["read"])
-    pending = [sid for sid, *_, verdict in PLAN if verdict is None][0]
+    pending = next(sid for sid, *_, verdict in PLAN if verdict is None)
     page = client.get(f"/sessions/{pending}")
     assert page.status_code == 200 and "Not verified yet." in page.text
     missing = client.get("/sessions/no-such-session")
@@ -380,8 +402,15 @@ def test_markup_in_agent_names_paths_and_findings_is_rendered_inert(
 ) -> None:
     login(client, tokens["read"])
     escaped = html.escape(XSS, quote=False)
-    for path in ("/", "/?by=model", "/?by=repo", "/sessions/x-1", f"/sessions/{RICH}",
-                 "/sessions/a-2", "/?" + "agent=" + XSS):
+    for path in (
+        "/",
+        "/?by=model",
+        "/?by=repo",
+        "/sessions/x-1",
+        f"/sessions/{RICH}",
+        "/sessions/a-2",
+        "/?" + "agent=" + XSS,
+    ):
         page = client.get(path).text
         assert XSS not in page, path
         assert "<script" not in page, path

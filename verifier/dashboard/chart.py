@@ -102,7 +102,8 @@ def rate_chart(points: Sequence[Point], *, title: str) -> Markup:
             for i, rate in run:
                 point = points[i]
                 out.append(
-                    f'<circle class="dot {css}" cx="{_x(i, count):.1f}" cy="{_y(rate):.1f}" r="3.5">'
+                    f'<circle class="dot {css}" cx="{_x(i, count):.1f}" '
+                    f'cy="{_y(rate):.1f}" r="3.5">'
                     f"<title>{escape(point.label)}: {css} rate {_pct(rate)} "
                     f"({point.sessions} sessions)</title></circle>"
                 )

@@ -24,12 +24,11 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader
 
 from verifier import auth
+from verifier.dashboard import views
+from verifier.dashboard.chart import rate_chart
 from verifier.errors import BadRequest, NotFound
 from verifier.store import Store
 from verifier.store.tokens import TokenRow, authenticate
-
-from verifier.dashboard import views
-from verifier.dashboard.chart import rate_chart
 
 COOKIE = "verifier_dashboard"
 SCOPE = "read"

@@ -17,13 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from verifier.contract import parse_report
+from verifier.dashboard.chart import Point
 from verifier.errors import BadRequest, ConfigError, InvalidReport, ReportPruned
 from verifier.profiles import Profile, load_profile
 from verifier.store import Counts, Listed, RunRow, SessionFilter, Store
 from verifier.store.overrides import OverrideRow, overrides
 from verifier.trajectory import ToolCall
-
-from verifier.dashboard.chart import Point
 
 DIMENSIONS = ("agent", "model", "repo")
 SORT_KEYS = (
@@ -151,11 +150,11 @@ def overview(store: Store, filters: Filters) -> Overview:
         last = filters.day_to or date.fromisoformat(groups[-1].key)
         if (last - first).days + 1 > MAX_DAILY_POINTS:
             period = "week"
-            groups = store.stats(
-                day_from=days[0], day_to=days[1], group_by="week", **scope
-            ).groups
+            groups = store.stats(day_from=days[0], day_to=days[1], group_by="week", **scope).groups
             first -= timedelta(days=first.weekday())
-        points = _points(first, last, 7 if period == "week" else 1, {g.key: g.counts for g in groups})
+        points = _points(
+            first, last, 7 if period == "week" else 1, {g.key: g.counts for g in groups}
+        )
     else:
         points = []
     table = store.stats(day_from=days[0], day_to=days[1], group_by=filters.by, **scope)
@@ -445,7 +444,7 @@ def _call(index: int, call: ToolCall, location: str, profile: Profile | None) ->
 
 def _point(page: SessionPage, locations: Mapping[str, int]) -> None:
     """Give each finding the row it is about, and each row its findings."""
-    changes = {}
+    changes: dict[str, ChangeView] = {}
     for change in page.changes:
         changes.setdefault(change.path, change)
     calls_by_id = {c.call_id: c for c in page.calls}
@@ -479,4 +478,3 @@ def _point(page: SessionPage, locations: Mapping[str, int]) -> None:
         if row is not None:
             finding.target, finding.target_label = row.anchor, label
             row.findings.append(finding.index)
-
