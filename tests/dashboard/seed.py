@@ -60,6 +60,8 @@ PLAN: list[tuple[str, str, str | None, str, int, str, str | None]] = [
     ("b-3", "patcher", "gemini-2.5-flash", "calc", 4, "done", None),
     ("b-4", "patcher", "gemini-2.5-flash", "calc", 4, "stuck", "delivered"),
     ("x-1", XSS, XSS, XSS, 3, "done", "not_delivered"),
+    # Long before the others: over all time, the chart shows weeks.
+    ("o-1", "patcher", "gemini-2.5-pro", "old", -200, "done", "delivered"),
 ]
 
 

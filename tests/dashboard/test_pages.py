@@ -229,6 +229,28 @@ def test_the_figures_behind_the_chart_equal_the_apis_days(
     assert f"{first['key']}: delivered rate {pct(first['delivered_rate'])}" in chart.group(0)
 
 
+def test_past_92_days_the_chart_shows_weeks_as_the_api_counts_them(
+    client: TestClient, tokens: dict[str, str]
+) -> None:
+    login(client, tokens["read"])
+    page = client.get("/").text
+    assert "Delivered against done, by week" in page
+    weeks = api(client, tokens["read"], "/v1/stats", group_by="week")["groups"]
+    assert len(weeks) >= 2
+    assert period_rows(page) == {
+        w["key"]: [
+            str(w["total"]),
+            pct(w["done_rate"]),
+            pct(w["delivered_rate"]),
+            str(w["silent_failures"]),
+        ]
+        for w in weeks
+    }
+    # A point per week from the first to the last, empty weeks included (they break lines).
+    chart = re.search(r"<svg class=\"chart\".*?</svg>", page, re.S)
+    assert chart is not None and chart.group(0).count('class="dot done"') == len(weeks)
+
+
 @pytest.mark.parametrize(
     "filters", FILTERS, ids=lambda f: "&".join(f"{k}={v}" for k, v in f.items()) or "all"
 )
