@@ -129,7 +129,10 @@ def test_a_revoked_token_ends_the_dashboard_session_made_with_it(
     assert response.status_code == 303 and response.headers["location"].startswith("/login")
 
 
-@pytest.mark.parametrize("target", ["//evil.example/", "https://evil.example/", "\\\\evil"])
+@pytest.mark.parametrize(
+    "target",
+    ["//evil.example/", "https://evil.example/", "\\\\evil", "/\t/evil.example", "/\\evil"],
+)
 def test_login_never_sends_the_user_to_another_site(
     client: TestClient, tokens: dict[str, str], target: str
 ) -> None:
@@ -246,7 +249,7 @@ def test_past_92_days_the_chart_shows_weeks_as_the_api_counts_them(
         ]
         for w in weeks
     }
-    # A point per week from the first to the last, empty weeks included (they break lines).
+    # A dot per week with a conclusive session; the weeks between have none.
     chart = re.search(r"<svg class=\"chart\".*?</svg>", page, re.S)
     assert chart is not None and chart.group(0).count('class="dot done"') == len(weeks)
 

@@ -118,7 +118,10 @@ async def _viewer(request: Request) -> TokenRow | Response:
 
 def _safe_next(target: str) -> str:
     """Where to go after logging in: a path of ours, never another site."""
-    if target.startswith("/") and not target.startswith("//") and "\\" not in target:
+    # Browsers drop tabs and newlines from a URL ("/\t/evil" is "//evil"): none allowed.
+    if any(c <= " " or c == "\\" for c in target):
+        return "/"
+    if target.startswith("/") and not target.startswith("//"):
         return target
     return "/"
 
