@@ -310,6 +310,38 @@ def test_sorting_by_a_heading_orders_the_rows_and_keeps_the_filters(
     assert active == ["/?by=model&sort=delivered_rate"]
 
 
+@pytest.mark.parametrize("order", ["asc", "desc"])
+def test_rows_without_a_rate_sort_last_whichever_the_order(
+    client: TestClient, tokens: dict[str, str], order: str
+) -> None:
+    login(client, tokens["read"])
+    query = {"by": "model", "sort": "delivered_rate", "dir": order}
+    rows = list(group_rows(client.get("/", params=query).text).items())
+    assert rows[-1] == ("", {**rows[-1][1], "delivered_rate": "—"})
+    rates = [float(r["delivered_rate"].rstrip(" %")) for _, r in rows[:-1]]
+    assert rates == sorted(rates, reverse=order == "desc")
+
+
+def test_a_range_of_centuries_draws_the_weeks_that_hold_sessions(
+    client: TestClient, tokens: dict[str, str]
+) -> None:
+    login(client, tokens["read"])
+    page = client.get("/", params={"from": "1970-01-01", "to": "9998-12-31"}).text
+    assert by_id(page, "total-sessions") == str(api(client, tokens["read"], "/v1/stats")["total"])
+    labels = re.findall(r'<text class="axis"[^>]*>(\d{4}-\d\d-\d\d)</text>', page)
+    assert labels[0] == "2026-05-04" and labels[-1] == "2026-11-23"
+
+
+def test_a_filter_naming_nothing_stored_shows_as_chosen_and_counts_nothing(
+    client: TestClient, tokens: dict[str, str]
+) -> None:
+    login(client, tokens["read"])
+    page = client.get("/", params={"agent": "nobody"}).text
+    assert '<option value="nobody" selected>' in page
+    assert by_id(page, "total-sessions") == "0" and by_id(page, "done-rate") == "—"
+    assert "no session in this range" in page and "No silent failure in this view." in page
+
+
 def test_filters_stay_in_the_links_so_a_view_can_be_shared(
     client: TestClient, tokens: dict[str, str]
 ) -> None:
@@ -332,6 +364,8 @@ def test_filters_stay_in_the_links_so_a_view_can_be_shared(
         ({"by": "colour"}, "by"),
         ({"sort": "price"}, "sort"),
         ({"dir": "up"}, "dir"),
+        ({"to": "9999-12-31"}, "to"),
+        ({"from": "0001-01-01"}, "from"),
     ],
 )
 def test_a_bad_filter_is_a_400_naming_it(

@@ -37,6 +37,8 @@ SORT_KEYS = (
 # Past this many days the chart shows weeks: a point per day stops being readable.
 MAX_DAILY_POINTS = 92
 SILENT_PAGE = 50
+# The days a filter may name: the day after the last must still be a date.
+FIRST_DAY, LAST_DAY = date(1970, 1, 1), date(9998, 12, 31)
 # A session page lists at most this many calls and entries; the rest are counted.
 MAX_ROWS = 2000
 RAW_CHARS = 400
@@ -105,9 +107,12 @@ def _day(query: Mapping[str, str], name: str) -> date | None:
     if not text:
         return None
     try:
-        return date.fromisoformat(text)
+        day = date.fromisoformat(text)
     except ValueError:
         raise BadRequest(name, f"got {text!r}, expected a day as YYYY-MM-DD") from None
+    if not FIRST_DAY <= day <= LAST_DAY:
+        raise BadRequest(name, f"got {text!r}, expected a day from {FIRST_DAY} to {LAST_DAY}")
+    return day
 
 
 @dataclass(frozen=True)
@@ -145,25 +150,28 @@ def overview(store: Store, filters: Filters) -> Overview:
     daily = store.stats(day_from=days[0], day_to=days[1], group_by="day", **scope)
     period = "day"
     groups = daily.groups
+    points: list[Point] = []
     if groups:
         first = filters.day_from or date.fromisoformat(groups[0].key)
         last = filters.day_to or date.fromisoformat(groups[-1].key)
+        step = 1
         if (last - first).days + 1 > MAX_DAILY_POINTS:
-            period = "week"
+            period, step = "week", 7
             groups = store.stats(day_from=days[0], day_to=days[1], group_by="week", **scope).groups
+            # Weeks from the first to the last that has a session: a range of centuries
+            # asked for in the URL draws the weeks that hold sessions, not every week.
+            first = max(first, date.fromisoformat(groups[0].key))
             first -= timedelta(days=first.weekday())
-        points = _points(
-            first, last, 7 if period == "week" else 1, {g.key: g.counts for g in groups}
-        )
-    else:
-        points = []
+            last = min(last, date.fromisoformat(groups[-1].key))
+        points = _points(first, last, step, {g.key: g.counts for g in groups})
     table = store.stats(day_from=days[0], day_to=days[1], group_by=filters.by, **scope)
-    rows = sorted((Row(g.key, g.counts) for g in table.groups), key=_sort_key(filters.sort))
-    if filters.desc:
-        rows.reverse()
+    rows = _sorted([Row(g.key, g.counts) for g in table.groups], filters.sort, filters.desc)
     silent, cursor = _silent(store, filters)
     everything = {d: store.stats(group_by=d).groups for d in DIMENSIONS}
     choices = {d: [g.key for g in groups] for d, groups in everything.items()}
+    for dimension, chosen in scope.items():
+        if chosen is not None and chosen not in choices[dimension]:
+            choices[dimension].append(chosen)  # a shared URL's filter stays visible
     return Overview(filters, daily.totals, points, period, rows, silent, cursor, choices)
 
 
@@ -180,15 +188,16 @@ def _points(first: date, last: date, step: int, counts: Mapping[str, Counts]) ->
     return points
 
 
-def _sort_key(sort: str) -> Any:
-    def key(row: Row) -> tuple[Any, ...]:
-        if sort == "key":
-            return (row.key,)
-        value = getattr(row.counts, sort)
-        # Rows without a rate sort below every rate, whichever the direction.
-        return (value is not None, value if value is not None else 0, row.key)
-
-    return key
+def _sorted(rows: list[Row], sort: str, desc: bool) -> list[Row]:
+    """Rows by `sort`, ties by key; rows without a rate (none concluded) last either way."""
+    if sort == "key":
+        return sorted(rows, key=lambda r: r.key, reverse=desc)
+    valued = [r for r in rows if getattr(r.counts, sort) is not None]
+    valued.sort(key=lambda r: r.key)
+    valued.sort(key=lambda r: getattr(r.counts, sort), reverse=desc)
+    return valued + sorted(
+        (r for r in rows if getattr(r.counts, sort) is None), key=lambda r: r.key
+    )
 
 
 def _silent(store: Store, filters: Filters) -> tuple[list[Silent], str | None]:
