@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import re
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -25,6 +26,7 @@ from dashboard.seed import PLAN, RICH, RICH_TARGETS, XSS
 from fastapi.testclient import TestClient
 
 from verifier.store import Store
+from verifier.store.maintenance import prune
 from verifier.store.tokens import list_tokens, revoke_token
 
 FILTERS: list[dict[str, str]] = [
@@ -442,6 +444,21 @@ def test_an_override_is_shown_beside_the_computed_verdict(
     assert "by reviewer" in page and html.escape("fixed by hand " + XSS) in page
     assert 'id="overrides"' in page
     assert 'id="override-verdict"' not in client.get("/sessions/a-1").text
+
+
+def test_a_pruned_session_keeps_its_verdict_findings_and_runs_on_its_page(
+    client: TestClient, tokens: dict[str, str], db_url: str
+) -> None:
+    with Store.open(db_url) as store:
+        # The oldest session alone ended before this cutoff.
+        prune(store, datetime(2026, 6, 1, tzinfo=UTC), actor="test")
+    login(client, tokens["read"])
+    response = client.get("/sessions/o-1")
+    assert response.status_code == 200
+    assert "its report was pruned on" in html.unescape(response.text)
+    assert by_id(response.text, "computed-verdict") == "delivered"
+    assert table(response.text, "runs").count('<th scope="row">') == 1
+    assert "No change claimed." in response.text
 
 
 def test_a_pending_session_and_an_unknown_one(client: TestClient, tokens: dict[str, str]) -> None:
