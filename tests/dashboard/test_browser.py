@@ -148,6 +148,14 @@ def test_the_browser_shows_the_apis_numbers_and_reaches_a_session_by_keyboard(
     assert outline == "solid"
     page.screenshot(path=str(artifacts() / "session-1280.png"), full_page=True)
 
+    # An override stands beside the computed verdict, on the same line.
+    page.goto(base + "/sessions/a-2")
+    computed = page.locator("#computed-verdict").bounding_box()
+    override = page.locator("#override-verdict").bounding_box()
+    assert page.inner_text("#override-verdict") == "delivered"
+    assert computed["x"] < override["x"] and abs(computed["y"] - override["y"]) < 2
+    page.screenshot(path=str(artifacts() / "session-override-1280.png"), full_page=True)
+
     assert not [p for p in problems if "Content Security Policy" in p or "Refused" in p], problems
     assert not problems, problems
     assert all(url.startswith(base) for url in requested), requested
