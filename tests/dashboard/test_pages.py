@@ -29,6 +29,10 @@ from verifier.store import Store
 from verifier.store.maintenance import prune
 from verifier.store.tokens import list_tokens, revoke_token
 
+# Tests whose answer cannot depend on the database engine run on SQLite only; those that
+# compare counts, dates and stored results run on PostgreSQL as well.
+SQLITE_ONLY = pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+
 FILTERS: list[dict[str, str]] = [
     {},
     {"agent": "patcher"},
@@ -55,6 +59,7 @@ def api(client: TestClient, token: str, path: str, **params: str) -> Any:
 # -- authentication -----------------------------------------------------------------------
 
 
+@SQLITE_ONLY
 @pytest.mark.parametrize("path", ["/", "/sessions/rich-1", "/?agent=patcher&by=repo"])
 def test_a_page_without_a_token_redirects_to_the_login_page_and_back(
     client: TestClient, path: str
@@ -69,6 +74,7 @@ def test_a_page_without_a_token_redirects_to_the_login_page_and_back(
     assert f'name="next" value="{html.escape(path)}"' in form.text
 
 
+@SQLITE_ONLY
 def test_logging_in_with_a_read_token_sets_a_strict_httponly_cookie(
     client: TestClient, tokens: dict[str, str]
 ) -> None:
@@ -82,6 +88,7 @@ def test_logging_in_with_a_read_token_sets_a_strict_httponly_cookie(
     assert client.get("/sessions/a-1").status_code == 200
 
 
+@SQLITE_ONLY
 def test_logging_out_drops_the_cookie_and_pages_ask_for_a_token_again(
     client: TestClient, tokens: dict[str, str]
 ) -> None:
@@ -93,6 +100,7 @@ def test_logging_out_drops_the_cookie_and_pages_ask_for_a_token_again(
     assert client.get("/").status_code == 303
 
 
+@SQLITE_ONLY
 def test_an_admin_token_may_look_and_a_bearer_read_token_needs_no_cookie(
     client: TestClient, tokens: dict[str, str]
 ) -> None:
@@ -101,6 +109,7 @@ def test_an_admin_token_may_look_and_a_bearer_read_token_needs_no_cookie(
     assert client.get("/").status_code == 200
 
 
+@SQLITE_ONLY
 @pytest.mark.parametrize("scope", ["ingest", "export"])
 def test_a_token_of_another_scope_is_refused_at_login_and_as_a_bearer(
     client: TestClient, tokens: dict[str, str], scope: str
@@ -113,6 +122,7 @@ def test_a_token_of_another_scope_is_refused_at_login_and_as_a_bearer(
     assert page.status_code == 403 and "this needs scope" in html.unescape(page.text)
 
 
+@SQLITE_ONLY
 def test_an_unknown_or_empty_token_is_refused_and_named(client: TestClient) -> None:
     unknown = client.post("/login", data={"token": "vrf_" + "x" * 43})
     assert unknown.status_code == 401 and "unknown token" in unknown.text
@@ -120,6 +130,7 @@ def test_an_unknown_or_empty_token_is_refused_and_named(client: TestClient) -> N
     assert empty.status_code == 400 and "token: got nothing" in empty.text
 
 
+@SQLITE_ONLY
 def test_a_revoked_token_ends_the_dashboard_session_made_with_it(
     client: TestClient, tokens: dict[str, str], db_url: str
 ) -> None:
@@ -131,6 +142,7 @@ def test_a_revoked_token_ends_the_dashboard_session_made_with_it(
     assert response.status_code == 303 and response.headers["location"].startswith("/login")
 
 
+@SQLITE_ONLY
 @pytest.mark.parametrize(
     "target",
     ["//evil.example/", "https://evil.example/", "\\\\evil", "/\t/evil.example", "/\\evil"],
@@ -145,6 +157,7 @@ def test_login_never_sends_the_user_to_another_site(
 # -- headers, assets, the API untouched -----------------------------------------------------
 
 
+@SQLITE_ONLY
 def test_every_page_allows_no_script_and_only_our_own_stylesheet(
     client: TestClient, tokens: dict[str, str]
 ) -> None:
@@ -161,6 +174,7 @@ def test_every_page_allows_no_script_and_only_our_own_stylesheet(
         assert all(u.startswith(("/", "#")) for u in urls), urls
 
 
+@SQLITE_ONLY
 def test_the_stylesheet_and_icon_are_served_without_a_token(client: TestClient) -> None:
     css = client.get("/static/dashboard.css")
     assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
@@ -170,6 +184,7 @@ def test_the_stylesheet_and_icon_are_served_without_a_token(client: TestClient) 
     assert client.get("/static/other.css").status_code == 404
 
 
+@SQLITE_ONLY
 def test_the_dashboard_adds_nothing_to_the_api_document(client: TestClient) -> None:
     paths = client.get("/openapi.json").json()["paths"]
     assert all(p.startswith("/v1/") or p in ("/metrics", "/healthz", "/readyz") for p in paths)
@@ -178,36 +193,37 @@ def test_the_dashboard_adds_nothing_to_the_api_document(client: TestClient) -> N
 # -- the overview: the API's numbers ----------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "filters", FILTERS, ids=lambda f: "&".join(f"{k}={v}" for k, v in f.items()) or "all"
-)
-def test_the_totals_equal_the_apis_stats(
-    client: TestClient, tokens: dict[str, str], filters: dict[str, str]
-) -> None:
+def test_the_totals_equal_the_apis_stats(client: TestClient, tokens: dict[str, str]) -> None:
     login(client, tokens["read"])
-    page = client.get("/", params=filters).text
-    stats = api(client, tokens["read"], "/v1/stats", **filters)
-    assert stats["total"] > 0
-    assert by_id(page, "total-sessions") == str(stats["total"])
-    assert by_id(page, "done-rate") == pct(stats["done_rate"])
-    assert by_id(page, "delivered-rate") == pct(stats["delivered_rate"])
-    assert by_id(page, "silent-failures") == str(stats["silent_failures"])
-    assert by_id(page, "inconclusive") == str(stats["inconclusive"])
-    assert by_id(page, "pending") == str(stats["pending"])
+    for filters in FILTERS:
+        page = client.get("/", params=filters).text
+        stats = api(client, tokens["read"], "/v1/stats", **filters)
+        assert stats["total"] > 0, filters
+        shown_totals = [
+            by_id(page, i)
+            for i in ("total-sessions", "done-rate", "delivered-rate", "silent-failures")
+        ] + [by_id(page, "inconclusive"), by_id(page, "pending")]
+        assert shown_totals == [
+            str(stats["total"]),
+            pct(stats["done_rate"]),
+            pct(stats["delivered_rate"]),
+            str(stats["silent_failures"]),
+            str(stats["inconclusive"]),
+            str(stats["pending"]),
+        ], filters
 
 
-@pytest.mark.parametrize("by", ["agent", "model", "repo"])
-@pytest.mark.parametrize(
-    "filters", FILTERS[:5], ids=lambda f: "&".join(f"{k}={v}" for k, v in f.items()) or "all"
-)
 def test_the_table_by_agent_model_or_repository_equals_the_apis_groups(
-    client: TestClient, tokens: dict[str, str], by: str, filters: dict[str, str]
+    client: TestClient, tokens: dict[str, str]
 ) -> None:
     login(client, tokens["read"])
-    rows = group_rows(client.get("/", params={**filters, "by": by}).text)
-    groups = api(client, tokens["read"], "/v1/stats", group_by=by, **filters)["groups"]
-    assert groups
-    assert rows == {g["key"]: {c: shown(g, c) for c in COLUMNS} for g in groups}
+    for by in ("agent", "model", "repo"):
+        for filters in FILTERS[:6]:
+            rows = group_rows(client.get("/", params={**filters, "by": by}).text)
+            groups = api(client, tokens["read"], "/v1/stats", group_by=by, **filters)["groups"]
+            assert groups, (by, filters)
+            expected = {g["key"]: {c: shown(g, c) for c in COLUMNS} for g in groups}
+            assert rows == expected, (by, filters)
 
 
 def test_the_figures_behind_the_chart_equal_the_apis_days(
@@ -256,32 +272,31 @@ def test_past_92_days_the_chart_shows_weeks_as_the_api_counts_them(
     assert chart is not None and chart.group(0).count('class="dot done"') == len(weeks)
 
 
-@pytest.mark.parametrize(
-    "filters", FILTERS, ids=lambda f: "&".join(f"{k}={v}" for k, v in f.items()) or "all"
-)
 def test_the_silent_failures_are_the_apis_done_but_not_delivered_newest_first(
-    client: TestClient, tokens: dict[str, str], filters: dict[str, str]
+    client: TestClient, tokens: dict[str, str]
 ) -> None:
     login(client, tokens["read"])
-    page = client.get("/", params=filters).text
-    query = {k: v for k, v in filters.items() if k in ("agent", "model", "repo")}
-    if "from" in filters:
-        query["from"] = filters["from"] + "T00:00:00Z"
-    if "to" in filters:
-        query["to"] = filters["to"] + "T23:59:59.999999Z"
-    listed = api(
-        client,
-        tokens["read"],
-        "/v1/sessions",
-        done="true",
-        delivery_status="not_delivered",
-        **query,
-    )["sessions"]
-    assert silent_ids(page) == [s["session_id"] for s in listed]
-    stats = api(client, tokens["read"], "/v1/stats", **filters)
-    assert len(listed) == stats["silent_failures"]
+    for filters in FILTERS:
+        page = client.get("/", params=filters).text
+        query = {k: v for k, v in filters.items() if k in ("agent", "model", "repo")}
+        if "from" in filters:
+            query["from"] = filters["from"] + "T00:00:00Z"
+        if "to" in filters:
+            query["to"] = filters["to"] + "T23:59:59.999999Z"
+        listed = api(
+            client,
+            tokens["read"],
+            "/v1/sessions",
+            done="true",
+            delivery_status="not_delivered",
+            **query,
+        )["sessions"]
+        assert silent_ids(page) == [s["session_id"] for s in listed], filters
+        stats = api(client, tokens["read"], "/v1/stats", **filters)
+        assert len(listed) == stats["silent_failures"], filters
 
 
+@SQLITE_ONLY
 def test_each_silent_failure_shows_its_first_finding(
     client: TestClient, tokens: dict[str, str]
 ) -> None:
@@ -292,6 +307,7 @@ def test_each_silent_failure_shows_its_first_finding(
     assert "<code>change.missing</code> calc.py is not at head" in rich.group(1)
 
 
+@SQLITE_ONLY
 def test_sorting_by_a_heading_orders_the_rows_and_keeps_the_filters(
     client: TestClient, tokens: dict[str, str]
 ) -> None:
@@ -312,6 +328,7 @@ def test_sorting_by_a_heading_orders_the_rows_and_keeps_the_filters(
     assert active == ["/?by=model&sort=delivered_rate"]
 
 
+@SQLITE_ONLY
 @pytest.mark.parametrize("order", ["asc", "desc"])
 def test_rows_without_a_rate_sort_last_whichever_the_order(
     client: TestClient, tokens: dict[str, str], order: str
@@ -334,6 +351,7 @@ def test_a_range_of_centuries_draws_the_weeks_that_hold_sessions(
     assert labels[0] == "2026-05-04" and labels[-1] == "2026-11-23"
 
 
+@SQLITE_ONLY
 def test_a_filter_naming_nothing_stored_shows_as_chosen_and_counts_nothing(
     client: TestClient, tokens: dict[str, str]
 ) -> None:
@@ -344,6 +362,7 @@ def test_a_filter_naming_nothing_stored_shows_as_chosen_and_counts_nothing(
     assert "no session in this range" in page and "No silent failure in this view." in page
 
 
+@SQLITE_ONLY
 def test_filters_stay_in_the_links_so_a_view_can_be_shared(
     client: TestClient, tokens: dict[str, str]
 ) -> None:
@@ -357,6 +376,7 @@ def test_filters_stay_in_the_links_so_a_view_can_be_shared(
     assert 'value="2026-11-21"' in page
 
 
+@SQLITE_ONLY
 @pytest.mark.parametrize(
     ("query", "field"),
     [
@@ -382,6 +402,7 @@ def test_a_bad_filter_is_a_400_naming_it(
 # -- the session page ------------------------------------------------------------------------
 
 
+@SQLITE_ONLY
 def test_the_session_page_puts_the_three_accounts_side_by_side(
     client: TestClient, tokens: dict[str, str]
 ) -> None:
@@ -399,6 +420,7 @@ def test_the_session_page_puts_the_three_accounts_side_by_side(
     assert "<caption>" in changes and 'scope="col"' in calls and 'scope="row"' in entries
 
 
+@SQLITE_ONLY
 def test_each_finding_points_at_the_row_it_is_about_and_the_row_back(
     client: TestClient, tokens: dict[str, str]
 ) -> None:
@@ -461,6 +483,7 @@ def test_a_pruned_session_keeps_its_verdict_findings_and_runs_on_its_page(
     assert "No change claimed." in response.text
 
 
+@SQLITE_ONLY
 def test_a_pending_session_and_an_unknown_one(client: TestClient, tokens: dict[str, str]) -> None:
     login(client, tokens["read"])
     pending = next(sid for sid, *_, verdict in PLAN if verdict is None)
@@ -473,6 +496,7 @@ def test_a_pending_session_and_an_unknown_one(client: TestClient, tokens: dict[s
 # -- what sessions say is rendered inert --------------------------------------------------------
 
 
+@SQLITE_ONLY
 def test_markup_in_agent_names_paths_and_findings_is_rendered_inert(
     client: TestClient, tokens: dict[str, str]
 ) -> None:
