@@ -77,9 +77,7 @@ def _page(browser: Any, base: str, width: int) -> tuple[Any, list[str], list[str
     page = browser.new_page(viewport={"width": width, "height": 900})
     problems: list[str] = []
     requested: list[str] = []
-    page.on(
-        "console", lambda m: problems.append(m.text) if m.type in ("error", "warning") else None
-    )
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: problems.append(str(e)))
     page.on("request", lambda r: requested.append(r.url))
     return page, problems, requested
