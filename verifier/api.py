@@ -39,6 +39,7 @@ from starlette.exceptions import HTTPException
 
 from verifier import __version__, auth, export, pipeline
 from verifier.config import Config
+from verifier.dashboard import router as dashboard
 from verifier.errors import (
     BadRequest,
     InfrastructureError,
@@ -400,6 +401,7 @@ def create_app(config: Config, queue: Queue | None = None) -> FastAPI:
         app.add_exception_handler(unreachable, _on_unavailable)
     app.add_exception_handler(Exception, _on_bug)
     _routes(app)
+    app.include_router(dashboard)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 
