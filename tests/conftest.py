@@ -9,12 +9,30 @@ from pathlib import Path
 import pytest
 from gitrepo import GitRepo
 from sessions import calc_repo
+from store.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
+
+from verifier.store import upgrade
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> GitRepo:
     """The calc repository at its base commit."""
     return calc_repo(tmp_path / "calc")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A migrated store of each kind: a SQLite file, and a PostgreSQL database of its own
+    on the real server (skipped when VERIFIER_TEST_POSTGRES_URL is unset; `make test`
+    and CI set it, so there they run or fail). A module that defines `db_url` keeps its own."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'store.sqlite3'}"
+        return
+    if not POSTGRES_URL:
+        pytest.skip(NO_POSTGRES)
+    with postgres_database(POSTGRES_URL) as url:
+        upgrade(url)  # a PostgreSQL store is migrated by `verifier db upgrade`, not by open
+        yield url
 
 
 @pytest.fixture(autouse=True)

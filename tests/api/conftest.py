@@ -8,22 +8,8 @@ from pathlib import Path
 import pytest
 from api.apikit import RecordingQueue, make_config, make_tokens
 from fastapi.testclient import TestClient
-from store.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
 
 from verifier.api import create_app
-from verifier.store import upgrade
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'api.sqlite3'}"
-        return
-    if not POSTGRES_URL:
-        pytest.skip(NO_POSTGRES)
-    with postgres_database(POSTGRES_URL) as url:
-        upgrade(url)  # a PostgreSQL store is migrated by `verifier db upgrade`, not by open
-        yield url
 
 
 @pytest.fixture

@@ -21,13 +21,12 @@ from gitrepo import GitRepo
 from sessions import config_toml, fixed_session, to_bytes
 from sqlalchemy import NullPool, create_engine, select, text
 from sqlalchemy.exc import DBAPIError
-from store.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
 from store.report_factory import make_report_bytes
 
 from verifier.contract import parse_report
 from verifier.errors import ConfigError, NotFound, ReportPruned
 from verifier.findings import CheckResult, CheckStatus, DeliveryStatus, Finding, Verification
-from verifier.store import Store, upgrade
+from verifier.store import Store
 from verifier.store.maintenance import (
     parse_cutoff,
     plan_prune,
@@ -39,18 +38,6 @@ from verifier.store.models import AdminLogModel
 CUTOFF = datetime(2026, 11, 15, tzinfo=UTC)
 NOW = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
 LOG = "============ 1 failed, 5 passed in 0.31s ============\nAssertionError: é ≠ e\n"
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'store.sqlite3'}"
-        return
-    if not POSTGRES_URL:
-        pytest.skip(NO_POSTGRES)
-    with postgres_database(POSTGRES_URL) as url:
-        upgrade(url)
-        yield url
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from sqlalchemy import NullPool, create_engine, text
 from sqlalchemy.exc import StatementError
-from store.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
 from store.report_factory import make_report_bytes, report_dict
 
 from verifier.contract import Report, parse_report
@@ -26,23 +25,11 @@ from verifier.findings import (
     Verification,
     decide,
 )
-from verifier.store import Counts, Store, upgrade
+from verifier.store import Counts, Store
 
 T0 = datetime(2026, 11, 29, 10, 5, tzinfo=UTC)
 SHA_A = "a" * 64
 SHA_B = "b" * 64
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'store.sqlite3'}"
-        return
-    if not POSTGRES_URL:
-        pytest.skip(NO_POSTGRES)
-    with postgres_database(POSTGRES_URL) as url:
-        upgrade(url)  # a PostgreSQL store is migrated by `verifier db upgrade`, not by open
-        yield url
 
 
 @pytest.fixture
