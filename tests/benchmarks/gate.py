@@ -13,8 +13,9 @@ checked with git, then ``git rev-list``), the store opened read-only,
 session with its verdict run and findings) and `gate.decide`: the decision row.
 Two more rows add the output, `gate_formats.render` in the default ``text``
 format (a rich table of every selected session) and in ``json``. The raw
-operation: ``git rev-list BASE..HEAD`` as a subprocess, then one sqlite3 ``SELECT session_id, delivery_status,
-override_status FROM sessions WHERE head_commit IN (...)`` of the 500 commits.
+operation: ``git rev-list BASE..HEAD`` as a subprocess, then one sqlite3
+``SELECT session_id, delivery_status, override_status FROM sessions WHERE
+head_commit IN (...)`` of the 500 commits.
 Target: <= 2x.
 """
 
