@@ -5,7 +5,9 @@ Usage: ``.venv/bin/python -m tests.benchmarks.run [--repeat N] [--only NAME ...]
 temp dir, warms up, then times its subject and its raw operation in turns and
 keeps the median of each. The table goes to stdout; nothing is written into the
 repository unless ``--write-docs`` is given, which regenerates the results
-section of docs/benchmarks.md.
+section of docs/benchmarks.md (with ``--only``, it replaces the rows and facts
+of those benchmarks only, keeps the others', and adds the run's machine lines
+under the names run).
 """
 
 from __future__ import annotations
@@ -80,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     text = render(results, machine)
     print(text)
     if args.write_docs:
-        write_docs(text)
+        write_docs(text if not args.only else merge(read_docs(), text, list(results)))
         print(f"wrote the results into {DOC}", file=sys.stderr)
     return 0
 
@@ -104,6 +106,42 @@ def render(results: dict[str, Result], machine: dict[str, str]) -> str:
     lines.append("")
     lines += [f"- {key}: {value}" for key, value in machine.items()]
     return "\n".join(lines)
+
+
+def read_docs() -> str:
+    """The results section of docs/benchmarks.md as it stands."""
+    doc = DOC.read_text(encoding="utf-8")
+    _head, start, rest = doc.partition(START)
+    old, end, _tail = rest.partition(END)
+    if not start or not end:
+        raise SystemExit(f"{DOC}: the markers {START!r} and {END!r} are missing")
+    return old.strip("\n")
+
+
+def merge(old: str, new: str, names: list[str]) -> str:
+    """The results `old` with those of a run of `names` only (`new`) put in: their table
+    rows and facts replaced, every other benchmark's kept, and the partial run's machine
+    lines added under its own names, after the full run's."""
+    old_table, old_facts, old_machine = _sections(old)
+    new_table, new_facts, new_machine = _sections(new)
+    header, rows = old_table[:2], old_table[2:]
+    replaced = {_cell(line) for line in new_table[2:]}
+    rows = [line for line in rows if _cell(line) not in replaced] + new_table[2:]
+    facts = [f for f in old_facts if f[2:].split(",", 1)[0] not in names] + new_facts
+    runs = ", ".join(names)
+    machine = [m for m in old_machine if not m.startswith(f"- ({runs}) ")]
+    machine += [f"- ({runs}) {line[2:]}" for line in new_machine]
+    return "\n".join([*header, *rows, "", *facts, "", *machine])
+
+
+def _sections(text: str) -> tuple[list[str], list[str], list[str]]:
+    """A results text as its table lines, its facts and its machine lines."""
+    groups = [g.splitlines() for g in text.strip("\n").split("\n\n")]
+    return groups[0], [f for g in groups[1:-1] for f in g], groups[-1] if len(groups) > 1 else []
+
+
+def _cell(row: str) -> str:
+    return row.split("|")[1].strip()
 
 
 def write_docs(text: str) -> None:
