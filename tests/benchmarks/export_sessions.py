@@ -52,6 +52,7 @@ ORDER BY s.ended_at DESC, s.session_id DESC
 
 def subject(url: str, out: Path) -> None:
     """What `verifier export sessions --format csv --out FILE` does once the options are read."""
+    import verifier.cli  # noqa: F401  (first: verifier.cli_ops is loaded by it)
     from verifier import export
     from verifier.cli_ops import _write_file
     from verifier.store import SessionFilter, Store
@@ -75,7 +76,7 @@ _CHILD = """
 import json, resource, sys, time
 from pathlib import Path
 from tests.benchmarks import export_sessions as e
-from verifier import export, cli_ops  # imports before the first reading
+import verifier.cli, verifier.cli_ops  # imports before the first reading
 from verifier.store import Store
 side, db, out = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
