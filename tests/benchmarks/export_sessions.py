@@ -16,7 +16,7 @@ Target: <= 3x.
 
 The 10,000-session store is timed in this process (`measure`, `--repeat`
 turns); the 100,000-session store in a child process per side, one run each
-(a run takes about a minute through the store), which also gives each side's
+(a run takes about 40 s through the store on this machine), which also gives each side's
 resident memory before the export (imports done) and its peak during the
 export (``VmHWM`` of /proc/self/status, reset with /proc/self/clear_refs just
 before; `ru_maxrss` would not do, Linux carries it over from the parent): what
