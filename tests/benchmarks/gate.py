@@ -1,0 +1,148 @@
+"""Benchmark: `verifier gate --rev-range` over 500 commits, against rev-list + one SELECT.
+
+The data: a git repository of 1,000 commits in a line (written with
+``git fast-import``, each changing one file), and a SQLite store of 2,000
+sessions (`tests.benchmarks.fill`) whose head commits are those 1,000 commits,
+two sessions each; the range is the last 500 commits, so 1,000 sessions are
+selected, some not delivered (the gate blocks) and some inconclusive or pending.
+
+The subject is what ``verifier gate --rev-range BASE..HEAD --repo R`` does once
+click has read its options: `gate.resolve_selection` (both ends resolved and
+checked with git, then ``git rev-list``), the store opened read-only,
+`StoreSource.read` (the sessions by head commit, 200 commits per query, each
+session with its verdict run and findings) and `gate.decide`: the decision row.
+Two more rows add the output, `gate_formats.render` in the default ``text``
+format (a rich table of every selected session) and in ``json``. The raw
+operation: ``git rev-list BASE..HEAD`` as a subprocess, then one sqlite3
+``SELECT session_id, delivery_status, override_status FROM sessions WHERE
+head_commit IN (...)`` of the 500 commits.
+Target: <= 2x.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+from pathlib import Path
+
+from tests.benchmarks.fill import fill_sqlite
+from tests.benchmarks.timing import Result, Row, measure
+
+COMMITS = 1_000
+RANGE = 500
+SESSIONS = 2_000
+TARGET = 2.0
+_GIT_ENV = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1", "PATH": "/usr/bin:/bin"}
+
+
+def _repository(root: Path) -> list[str]:
+    """A repository of `COMMITS` commits in a line; their ids, oldest first."""
+    subprocess.run(["git", "init", "-q", "-b", "main", str(root)], check=True, env=_GIT_ENV)
+    stream = []
+    for i in range(1, COMMITS + 1):
+        content = f"value = {i}\n".encode()
+        message = f"commit {i}\n".encode()
+        stream.append(
+            b"commit refs/heads/main\n"
+            + f"mark :{i}\n".encode()
+            + f"committer Bench <bench@example.com> {1_700_000_000 + i} +0000\n".encode()
+            + f"data {len(message)}\n".encode()
+            + message
+            + (f"from :{i - 1}\n".encode() if i > 1 else b"")
+            + f"M 100644 inline src/file_{i % 50}.py\n".encode()
+            + f"data {len(content)}\n".encode()
+            + content
+            + b"\n"
+        )
+    subprocess.run(
+        ["git", "fast-import", "--quiet"], input=b"".join(stream), cwd=root, check=True,
+        env=_GIT_ENV,
+    )  # fmt: skip
+    listed = subprocess.run(
+        ["git", "rev-list", "--reverse", "main"], cwd=root, capture_output=True, check=True,
+        env=_GIT_ENV,
+    )  # fmt: skip
+    commits = listed.stdout.decode().split()
+    assert len(commits) == COMMITS
+    return commits
+
+
+def run(tmp: Path, repeat: int) -> Result:
+    from verifier import gate, gate_formats
+    from verifier.store import Store
+
+    repo = tmp / "repo"
+    commits = _repository(repo)
+    db = tmp / "gate.sqlite3"
+    url = fill_sqlite(db, SESSIONS, head_commits=commits)
+    base, head = commits[COMMITS - RANGE - 1], commits[-1]
+    rev_range = f"{base}..{head}"
+
+    def decision() -> gate.Decision:
+        selection = gate.resolve_selection(rev_range=rev_range, repo=repo)
+        with Store.open(url, read_only=True) as store:
+            sessions = gate.StoreSource(store, "store").read(selection)
+        return gate.decide(sessions, selection, source="store")
+
+    def with_output(fmt: str) -> str:
+        return gate_formats.render(decision(), fmt)
+
+    def baseline() -> list[tuple[str, str, str | None]]:
+        listed = subprocess.run(
+            ["git", "rev-list", rev_range], cwd=repo, capture_output=True, check=True
+        )
+        in_range = listed.stdout.decode().split()
+        connection = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            return connection.execute(
+                "SELECT session_id, delivery_status, override_status FROM sessions "
+                f"WHERE head_commit IN ({', '.join('?' * len(in_range))})",
+                in_range,
+            ).fetchall()
+        finally:
+            connection.close()
+
+    decided = decision()
+    found = baseline()
+    assert len(decided.sessions) == len(found) == SESSIONS * RANGE // COMMITS, (
+        len(decided.sessions),
+        len(found),
+    )
+    assert decided.exit_code == gate.BLOCKED, decided.reason
+    t = measure(
+        {
+            "decision": decision,
+            "text": lambda: with_output("text"),
+            "json": lambda: with_output("json"),
+            "baseline": baseline,
+        },
+        repeat,
+    )
+    what = f"--rev-range of {RANGE} commits, {SESSIONS:,} sessions (SQLite)"
+    raw_name = "git rev-list + one SELECT ... WHERE head_commit IN (...)"
+    rows = [
+        Row(
+            "gate",
+            f"gate decision (resolve, read, decide), {what}",
+            t["decision"],
+            raw_name,
+            t["baseline"],
+            f"<= {TARGET:g}x",
+            t["baseline"] * TARGET,
+        ),
+        Row(
+            "gate",
+            f"gate with --format text (the default output), {what}",
+            t["text"],
+            raw_name,
+            t["baseline"],
+            f"<= {TARGET:g}x",
+            t["baseline"] * TARGET,
+        ),
+        Row("gate", f"gate with --format json, {what}", t["json"], raw_name, t["baseline"]),
+    ]
+    facts = {
+        "data": f"{COMMITS:,} commits in a line, {SESSIONS:,} sessions (2 per commit); the range "
+        f"selects {len(found):,}; decision: {decided.reason}"
+    }
+    return Result(rows, facts)
