@@ -1,9 +1,10 @@
 """`verifier export sessions` and ``GET /v1/export/sessions``: every matching session, one
 row each, for BI tools. The row shape lives here, for both faces.
 
-Rows are read a page of `MAX_PAGE` at a time through `Store.find_sessions` (its
-cursor keeps the order stable while sessions are added) and written as they
-come: no export ever holds every row. Both verdicts are exported: the computed
+Rows are read a page at a time through `Store.session_lines` (the position
+between pages keeps the order stable while sessions are added; only the
+columns a row needs, never the runs' results) and written as they come: no
+export ever holds every row. Both verdicts are exported: the computed
 `delivery_status`, a person's `override_status`, and `effective_status`.
 """
 
@@ -19,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 from verifier.errors import BadRequest
 
 if TYPE_CHECKING:
-    from verifier.store import Listed, SessionFilter, Store
+    from verifier.store import SessionFilter, Store
+    from verifier.store.db import SessionLine
 
 FORMATS = ("csv", "jsonl")
 MEDIA_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson"}
@@ -52,11 +54,9 @@ def _iso(moment: datetime | None) -> str | None:
     return None if moment is None else moment.isoformat().replace("+00:00", "Z")
 
 
-def row(listed: Listed) -> dict[str, Any]:
+def row(line: SessionLine) -> dict[str, Any]:
     """One session's export row, keyed by `COLUMNS`."""
-    s = listed.session
-    shown = listed.verdict_run or listed.latest_run
-    first = shown.findings[0].code if shown is not None and shown.findings else None
+    s = line.session
     return {
         "session_id": s.session_id,
         "agent": s.agent_name,
@@ -70,27 +70,14 @@ def row(listed: Listed) -> dict[str, Any]:
         "done": s.done,
         "started_at": _iso(s.started_at),
         "ended_at": _iso(s.ended_at),
-        "delivery_status": listed.delivery_status,
+        "delivery_status": line.delivery_status,
         "override_status": s.override_status,
-        "effective_status": listed.effective_status,
-        "verdict_run_id": None if listed.verdict_run is None else listed.verdict_run.id,
-        "verified_at": None if listed.verdict_run is None else _iso(listed.verdict_run.finished_at),
-        "first_finding_code": first,
+        "effective_status": line.effective_status,
+        "verdict_run_id": line.verdict_run_id,
+        "verified_at": _iso(line.verified_at),
+        "first_finding_code": line.first_finding_code,
         "report_sha256": s.report_sha256,
     }
-
-
-def sessions(store: Store, filters: SessionFilter) -> Iterator[Listed]:
-    """Every session `filters` keep, newest ended first, read one page at a time."""
-    from verifier.store.db import MAX_PAGE
-
-    cursor: str | None = None
-    while True:
-        page = store.find_sessions(filters, limit=MAX_PAGE, cursor=cursor)
-        yield from page.items
-        if page.next_cursor is None:
-            return
-        cursor = page.next_cursor
 
 
 def safe_cell(value: Any) -> str:
@@ -131,5 +118,5 @@ def lines(store: Store, filters: SessionFilter, fmt: str) -> Iterator[str]:
     """The export of `filters` in `fmt` (csv, jsonl), produced as it is read."""
     if fmt not in FORMATS:
         raise BadRequest("format", f"must be one of {', '.join(FORMATS)}, got {fmt!r}")
-    rows = (row(listed) for listed in sessions(store, filters))
+    rows = (row(line) for line in store.session_lines(filters))
     return csv_lines(rows) if fmt == "csv" else jsonl_lines(rows)

@@ -7,7 +7,7 @@ and a finding when not delivered or inconclusive).
 
 The subject is the CLI's own path without click: the store opened read-only,
 `verifier.export.lines(store, SessionFilter(), "csv")` (every row, pages of
-500 through `Store.find_sessions`, each row built by `export.row` and made
+500 through `Store.session_lines`, each row built by `export.row` and made
 spreadsheet-safe) written by `verifier.cli_ops._write_file` (a ``.partial``
 file, renamed). The raw operation: one sqlite3 ``SELECT`` of the same 19 columns
 (sessions joined to their verdict run, the first finding by a subquery, times

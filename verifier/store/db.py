@@ -279,6 +279,26 @@ class Page:
 
 
 @dataclass(frozen=True)
+class SessionLine:
+    """A session as an export or a merge gate reads many: its row, its verdict, the
+    verdict run's id and end, and the first finding of the run its verdict shows
+    (the verdict run, else the latest), without loading runs, checks and findings."""
+
+    session: SessionRow
+    verdict_run_id: int | None
+    verified_at: datetime | None
+    first_finding_code: str | None
+
+    @property
+    def delivery_status(self) -> str:
+        return self.session.delivery_status
+
+    @property
+    def effective_status(self) -> str:
+        return self.session.override_status or self.session.delivery_status
+
+
+@dataclass(frozen=True)
 class RejectedRow:
     id: int
     received_at: datetime
@@ -589,6 +609,91 @@ class Store:
             items = self._listed(session, models[:limit])
         more = len(models) > limit
         return Page(items, _encode_cursor(models[limit - 1]) if more else None)
+
+    def session_lines(
+        self, filters: SessionFilter | None = None, *, page: int = MAX_PAGE
+    ) -> Iterator[SessionLine]:
+        """Every session `filters` keep, newest ended first, as `SessionLine`s: read
+        `page` at a time (one short transaction each, the position kept between them),
+        so an export of a million sessions never holds more than a page."""
+        filters = filters or SessionFilter()
+        conditions = _filter_conditions(filters)
+        position: tuple[datetime, str] | None = None
+        while True:
+            where = list(conditions)
+            if position is not None:
+                ended, last_id = position
+                where.append(
+                    or_(
+                        SessionModel.ended_at < ended,
+                        and_(SessionModel.ended_at == ended, SessionModel.session_id < last_id),
+                    )
+                )
+            # Core on the connection, not ORM loading: these rows are plain tuples.
+            with self._transaction() as session:
+                connection = session.connection()
+                rows = connection.execute(
+                    select(
+                        *_SESSION_ROW_COLUMNS, _SESSIONS.c.verdict_run_id, _SESSIONS.c.latest_run_id
+                    )
+                    .where(*where)
+                    .order_by(SessionModel.ended_at.desc(), SessionModel.session_id.desc())
+                    .limit(page)
+                ).all()
+                shown = {(r.verdict_run_id or r.latest_run_id) for r in rows} - {None}
+                ended_at: dict[int, datetime] = {}
+                first: dict[int, str] = {}
+                if shown:
+                    ended_at = {
+                        run_id: finished
+                        for run_id, finished in connection.execute(
+                            select(RunModel.id, RunModel.finished_at).where(RunModel.id.in_(shown))
+                        )
+                    }
+                    # The first finding of each run, in the order `_run_row` gives:
+                    # by the check's position, then the finding's (one row per run).
+                    rank = (
+                        func.row_number()
+                        .over(
+                            partition_by=FindingModel.run_id,
+                            order_by=(
+                                func.coalesce(CheckResultModel.ordinal, 0),
+                                FindingModel.ordinal,
+                            ),
+                        )
+                        .label("rank")
+                    )
+                    ranked = (
+                        select(FindingModel.run_id, FindingModel.code, rank)
+                        .join(
+                            CheckResultModel,
+                            and_(
+                                CheckResultModel.run_id == FindingModel.run_id,
+                                CheckResultModel.check_name == FindingModel.check_name,
+                            ),
+                            isouter=True,
+                        )
+                        .where(FindingModel.run_id.in_(shown))
+                        .subquery()
+                    )
+                    first = {
+                        run_id: code
+                        for run_id, code in connection.execute(
+                            select(ranked.c.run_id, ranked.c.code).where(ranked.c.rank == 1)
+                        )
+                    }
+            for r in rows:
+                values = r._mapping
+                run_id = r.verdict_run_id or r.latest_run_id
+                yield SessionLine(
+                    SessionRow(**{name: values[name] for name in _SESSION_ROW_NAMES}),
+                    r.verdict_run_id,
+                    None if r.verdict_run_id is None else ended_at.get(r.verdict_run_id),
+                    None if run_id is None else first.get(run_id),
+                )
+            if len(rows) < page:
+                return
+            position = (rows[-1].ended_at, rows[-1].session_id)
 
     def session_ids(self, delivery_status: str, *, limit: int = 1000) -> list[str]:
         """Ids of sessions whose current verdict is `delivery_status`, oldest ingested first;
