@@ -42,12 +42,14 @@ from verifier.config import Config
 from verifier.dashboard import router as dashboard
 from verifier.errors import (
     BadRequest,
+    Forbidden,
     InfrastructureError,
     InvalidReport,
     NotFound,
     ReportPruned,
     SessionConflict,
     VerifierError,
+    WitnessConflict,
 )
 from verifier.metrics import CONTENT_TYPE, Metrics
 from verifier.pipeline import KEPT_BYTES, BoundedBody, Oversized
@@ -326,6 +328,10 @@ async def _on_validation_error(request: Request, exc: Exception) -> Response:
 async def _on_verifier_error(request: Request, exc: Exception) -> Response:
     if isinstance(exc, InvalidReport):
         return _error(400, "invalid_report", exc.problem, exc.field)
+    if isinstance(exc, Forbidden):
+        return _error(403, "forbidden", exc.problem, exc.field)
+    if isinstance(exc, WitnessConflict):
+        return _error(409, "witness_conflict", str(exc), "entries", index=exc.index)
     if isinstance(exc, BadRequest):
         return _error(400, "bad_request", exc.problem, exc.field)
     if isinstance(exc, SessionConflict):
