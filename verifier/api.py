@@ -854,9 +854,7 @@ def _submit(
     )
 
 
-def _witness(
-    service: _Service, session_id: str, body: bytes, agent: str | None
-) -> dict[str, Any]:
+def _witness(service: _Service, session_id: str, body: bytes, agent: str | None) -> dict[str, Any]:
     """Witness posted entries and sign the receipt with the service's key (the evidence
     key, ``[evidence] signing_key``)."""
     from audit.dsse import fingerprint

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from verifier.checks import Progress
+from verifier.checks import Progress, WitnessedPrefix
 from verifier.config import DEFAULT_MAX_REPORT_BYTES, Config
 from verifier.contract import Report, parse_document
 from verifier.errors import ConfigError, InfrastructureError, InvalidReport, ReportPruned
@@ -262,6 +262,7 @@ def verify_report(
                 digest_cache=db,
                 test_cache=db if config.test_result_cache else None,
                 repo_problem=repo_problem,
+                witnessed=None if db is None else _witnessed(db.store(), report.session_id),
             )
         except InvalidReport as exc:  # the trajectory, loaded while the tests ran
             keep(report.raw, exc)
@@ -312,6 +313,7 @@ def verify_session(
         digest_cache=db,
         test_cache=db if config.test_result_cache else None,
         repo_problem=repo_problem,
+        witnessed=_witnessed(store, session_id),
     )
     run_id = record(
         store, verification, config, reason=reason, job_id=job_id, worker=worker, guard=guard
@@ -485,6 +487,19 @@ def _trusted(
     except InvalidReport as exc:
         keep(report.raw, exc)
         raise
+
+
+def _witnessed(store: Store | None, session_id: str) -> WitnessedPrefix | None:
+    """What the witness holds of the session's trail, for the audit check; None when
+    the store cannot tell (the check then says the witness was not consulted)."""
+    if store is None:
+        return None
+    from verifier.store.witness import witnessed
+
+    try:
+        return witnessed(store, session_id)
+    except InfrastructureError:
+        return None
 
 
 class _Database:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +19,7 @@ from sqlalchemy import select
 
 from audit.chain import KINDS, entry_hash, genesis
 from audit.jcs import CanonicalizationError
+from verifier.checks import WitnessedPrefix
 from verifier.errors import BadRequest, Forbidden, WitnessConflict
 from verifier.store.models import WitnessedEntryModel
 
@@ -28,23 +28,6 @@ if TYPE_CHECKING:
 
 # Entries one post may carry.
 MAX_ENTRIES_PER_POST = 10_000
-
-
-@dataclass(frozen=True)
-class Witnessed:
-    """The prefix of a session's trail the witness holds: each entry's hash and when it
-    arrived, in order."""
-
-    hashes: tuple[str, ...]
-    received: tuple[datetime, ...]
-
-    @property
-    def count(self) -> int:
-        return len(self.hashes)
-
-    @property
-    def head(self) -> str | None:
-        return self.hashes[-1] if self.hashes else None
 
 
 def parse_lines(body: bytes) -> list[tuple[bytes, dict[str, Any]]]:
@@ -86,7 +69,9 @@ def witness(
     now = datetime.now(UTC)
     with store._transaction(write=True) as session:
         held = session.execute(
-            select(WitnessedEntryModel.idx, WitnessedEntryModel.entry_hash, WitnessedEntryModel.agent)
+            select(
+                WitnessedEntryModel.idx, WitnessedEntryModel.entry_hash, WitnessedEntryModel.agent
+            )
             .where(WitnessedEntryModel.session_id == session_id)
             .order_by(WitnessedEntryModel.idx)
             .with_for_update()
@@ -144,7 +129,7 @@ def witness(
     return len(hashes), hashes[-1], now
 
 
-def witnessed(store: Store, session_id: str) -> Witnessed:
+def witnessed(store: Store, session_id: str) -> WitnessedPrefix:
     """The witnessed prefix of `session_id`'s trail (empty when nothing was witnessed)."""
     with store._transaction() as session:
         rows = session.execute(
@@ -152,7 +137,7 @@ def witnessed(store: Store, session_id: str) -> Witnessed:
             .where(WitnessedEntryModel.session_id == session_id)
             .order_by(WitnessedEntryModel.idx)
         ).all()
-    return Witnessed(tuple(r.entry_hash for r in rows), tuple(r.received_at for r in rows))
+    return WitnessedPrefix(tuple(r.entry_hash for r in rows), tuple(r.received_at for r in rows))
 
 
 def _index(entry: Mapping[str, Any], session_id: str, held: int) -> int:
