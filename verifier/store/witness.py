@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 
 from audit.chain import KINDS, entry_hash, genesis
 from audit.jcs import CanonicalizationError
@@ -66,6 +67,20 @@ def witness(
     another agent's token, or whose ``session_start`` names another agent, is
     refused (`Forbidden`).
     """
+    try:
+        return _witness(store, session_id, entries, agent)
+    except IntegrityError:
+        # Another post of the same session stored an index first (the lock above holds
+        # rows, not their absence): once more, against what is now held.
+        return _witness(store, session_id, entries, agent)
+
+
+def _witness(
+    store: Store,
+    session_id: str,
+    entries: Sequence[tuple[bytes, Mapping[str, Any]]],
+    agent: str | None,
+) -> tuple[int, str, datetime]:
     now = datetime.now(UTC)
     with store._transaction(write=True) as session:
         held = session.execute(
