@@ -497,7 +497,7 @@ def _witnessed(store: Store | None, session_id: str) -> WitnessedPrefix | None:
     from verifier.store.witness import witnessed
 
     try:
-        return witnessed(store, session_id)
+        return WitnessedPrefix(*witnessed(store, session_id))
     except InfrastructureError:
         return None
 

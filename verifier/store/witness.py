@@ -20,7 +20,6 @@ from sqlalchemy.exc import IntegrityError
 
 from audit.chain import KINDS, entry_hash, genesis
 from audit.jcs import CanonicalizationError
-from verifier.checks import WitnessedPrefix
 from verifier.errors import BadRequest, Forbidden, WitnessConflict
 from verifier.store.models import WitnessedEntryModel
 
@@ -144,15 +143,16 @@ def _witness(
     return len(hashes), hashes[-1], now
 
 
-def witnessed(store: Store, session_id: str) -> WitnessedPrefix:
-    """The witnessed prefix of `session_id`'s trail (empty when nothing was witnessed)."""
+def witnessed(store: Store, session_id: str) -> tuple[tuple[str, ...], tuple[datetime, ...]]:
+    """The witnessed prefix of `session_id`'s trail: each entry's hash and when it
+    arrived, in order (empty when nothing was witnessed)."""
     with store._transaction() as session:
         rows = session.execute(
             select(WitnessedEntryModel.entry_hash, WitnessedEntryModel.received_at)
             .where(WitnessedEntryModel.session_id == session_id)
             .order_by(WitnessedEntryModel.idx)
         ).all()
-    return WitnessedPrefix(tuple(r.entry_hash for r in rows), tuple(r.received_at for r in rows))
+    return tuple(r.entry_hash for r in rows), tuple(r.received_at for r in rows)
 
 
 def _index(entry: Mapping[str, Any], session_id: str, held: int) -> int:
