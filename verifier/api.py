@@ -862,8 +862,9 @@ def _witness(service: _Service, session_id: str, body: bytes, agent: str | None)
     from verifier.evidence import load_key, public_raw
     from verifier.store import witness as witnessed
 
-    key = load_key(service.config.evidence.signing_key)
     entries = witnessed.parse_lines(body)
+    # Without its key the service cannot sign a receipt: 503 before anything is kept.
+    key = load_key(service.config.evidence.signing_key)
     count, head, at = witnessed.witness(service.store, session_id, entries, agent=agent)
     time = at.isoformat(timespec="microseconds").replace("+00:00", "Z")
     return sign_receipt(Receipt(session_id, count, head, time), key, fingerprint(public_raw(key)))
