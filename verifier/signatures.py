@@ -61,6 +61,8 @@ class SignatureCheck:
                 f"signature ({self.alg}) not verified: {self.problem}; "
                 "this agent's session ids can be squatted"
             )
+        if self.state == "refused":  # stored before the agent's keys were configured
+            return f"signature refused: {self.problem}"
         return None
 
 

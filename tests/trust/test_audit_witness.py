@@ -74,3 +74,9 @@ def test_without_a_store_the_verdict_says_the_witness_was_not_consulted() -> Non
     result = trusted(PASS, report_with(trail()), config(False), None)  # type: ignore[arg-type]
     assert result.details["witness"] is None
     assert any("witness was not consulted" in n for n in result.notes)
+
+
+def test_require_witness_without_a_store_to_ask_is_inconclusive() -> None:
+    result = trusted(PASS, report_with(trail()), config(True), None)  # type: ignore[arg-type]
+    assert result.status is CheckStatus.ERROR
+    assert [f.code for f in result.findings] == ["audit.unwitnessed"]

@@ -151,3 +151,17 @@ def test_the_hmac_secret_never_reaches_the_code_under_test(
         timeout=30,
     )
     assert "s3cret-value" not in child.stdout and "FIXER_HMAC" not in child.stdout
+
+
+def test_verify_applies_the_signature_policy_when_it_stores(db_url: str) -> None:
+    from verifier.pipeline import verify_report
+
+    config = ed_config(db_url)
+    unsigned = json.dumps(report_dict("s-1")).encode()
+    with pytest.raises(InvalidReport) as refused:
+        verify_report(unsigned, config)  # type: ignore[arg-type]
+    assert refused.value.field == "signature"
+    with Store.open(db_url) as store:
+        assert [r.field for r in store.rejected()] == ["signature"]
+        with pytest.raises(Exception, match="not stored"):
+            store.get_session("s-1")

@@ -160,24 +160,22 @@ def trusted(
     agent = config.agents.get(report.doc.agent.name)
 
     try:
-        document = json.loads(report.raw)
-        signature = signatures.assess(document, config).to_dict()
-    except ConfigError as exc:
-        signature = {"state": "unchecked", "verified": False, "problem": str(exc)}
-    details["signature"] = signature
-    if signature["state"] == "unverified":
-        notes.append(
-            f"signature ({signature.get('alg')}) not verified: {signature.get('problem')}; "
-            "this agent's session ids can be squatted"
-        )
-    elif signature["state"] in ("refused", "unchecked"):
-        notes.append(f"signature not verified: {signature.get('problem')}")
+        assessed = signatures.assess(json.loads(report.raw), config)
+    except ConfigError as exc:  # a key the verifier should hold is missing (its environment)
+        details["signature"] = {"state": "unchecked", "verified": False, "problem": str(exc)}
+        notes.append(f"signature not checked: {exc}")
+    else:
+        details["signature"] = assessed.to_dict()
+        notes.extend(n for n in (assessed.note(),) if n is not None)
 
     if prefix is None:
         details["witness"] = None
         notes.append("the witness was not consulted (no store): the trail's timing is unproven")
+        if agent is not None and agent.require_witness:
+            prefix = WitnessedPrefix((), ())  # nothing says it was witnessed: inconclusive
     else:
         details["witness"] = _witness_details(prefix, len(entries))
+    if prefix is not None:
         mismatch = _witness_mismatch(prefix, entries)
         if mismatch is not None:
             findings.append(mismatch)
