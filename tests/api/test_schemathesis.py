@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -66,6 +67,14 @@ def live(
         report = make_report_bytes("s-1")
         httpx.post(f"{base}/v1/sessions", content=report, headers=bearer(admin))
         yield base, admin
+
+
+@schemathesis.serializer("application/x-ndjson")
+def _json_lines(ctx: schemathesis.SerializationContext, value: Any) -> bytes:
+    """The witness's body (`POST /v1/sessions/{id}/trail`): JSON lines, sent as generated."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogatepass")
+    return json.dumps(value).encode()  # negative cases: any JSON value
 
 
 # The document the served app publishes, built here without a database (a test below
