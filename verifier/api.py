@@ -42,12 +42,14 @@ from verifier.config import Config
 from verifier.dashboard import router as dashboard
 from verifier.errors import (
     BadRequest,
+    Forbidden,
     InfrastructureError,
     InvalidReport,
     NotFound,
     ReportPruned,
     SessionConflict,
     VerifierError,
+    WitnessConflict,
 )
 from verifier.metrics import CONTENT_TYPE, Metrics
 from verifier.pipeline import KEPT_BYTES, BoundedBody, Oversized
@@ -249,6 +251,24 @@ class Reverify(_Open):
     url: str
 
 
+class ReceiptBody(_Open):
+    session_id: str
+    count: int = Field(description="Entries witnessed, from index 0.")
+    head_hash: str = Field(description="The hash of the last entry witnessed.")
+    time: str = Field(description="When the service held them (RFC 3339 UTC).")
+
+
+class ReceiptSignature(_Open):
+    alg: Literal["ed25519"]
+    key_id: str = Field(description="Hex SHA-256 of the service's raw public key.")
+    value: str = Field(description="Base64 Ed25519 signature over the receipt's JCS form.")
+
+
+class SignedReceipt(_Open):
+    receipt: ReceiptBody
+    signature: ReceiptSignature
+
+
 class Health(_Open):
     status: Literal["ok"]
     version: str
@@ -326,6 +346,10 @@ async def _on_validation_error(request: Request, exc: Exception) -> Response:
 async def _on_verifier_error(request: Request, exc: Exception) -> Response:
     if isinstance(exc, InvalidReport):
         return _error(400, "invalid_report", exc.problem, exc.field)
+    if isinstance(exc, Forbidden):
+        return _error(403, "forbidden", exc.problem, exc.field)
+    if isinstance(exc, WitnessConflict):
+        return _error(409, "witness_conflict", str(exc), "entries", index=exc.index)
     if isinstance(exc, BadRequest):
         return _error(400, "bad_request", exc.problem, exc.field)
     if isinstance(exc, SessionConflict):
@@ -522,7 +546,7 @@ def _routes(app: FastAPI) -> None:
         raw = await _read_body(request, limit)
         try:
             session, created = await run_in_threadpool(
-                _submit, service, raw, f"api:token:{token.name}"
+                _submit, service, raw, f"api:token:{token.name}", token.agent
             )
         except InvalidReport as exc:
             if isinstance(raw, Oversized):
@@ -534,6 +558,32 @@ def _routes(app: FastAPI) -> None:
             return JSONResponse(body.model_dump(mode="json"), status_code=202)
         detail = await run_in_threadpool(_session_detail, service.store, session.session_id)
         return JSONResponse(detail.model_dump(mode="json"), status_code=200)
+
+    @app.post(
+        "/v1/sessions/{session_id}/trail",
+        response_model=SignedReceipt,
+        tags=["sessions"],
+        summary="Witness trail entries as the recorder writes them (ingest)",
+        responses=_errors(400, 401, 403, 409, 413, 503),
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "description": "JSON lines: one or more audit trail entries, in order.",
+                "content": {"application/x-ndjson": {"schema": {"type": "string"}}},
+            }
+        },
+    )
+    async def post_trail(
+        session_id: SessionId, request: Request, token: Ingest, service: Service
+    ) -> Response:
+        """Check each entry extends the witnessed chain, keep it, and answer a receipt of
+        the head seen, signed with the service's key: 409 with the first bad index when an
+        entry does not extend it; entries posted again identically change nothing."""
+        raw = await _read_body(request, service.config.max_report_bytes)
+        if isinstance(raw, Oversized):
+            return _error(413, "too_large", raw.error().problem, "entries")
+        signed = await run_in_threadpool(_witness, service, session_id, raw, token.agent)
+        return JSONResponse(SignedReceipt.model_validate(signed).model_dump(mode="json"))
 
     @app.get(
         "/v1/sessions/{session_id}",
@@ -787,8 +837,10 @@ async def _read_body(request: Request, limit: int) -> bytes | Oversized:
     return body.result()
 
 
-def _submit(service: _Service, raw: bytes | Oversized, source: str) -> tuple[SessionRow, bool]:
-    """The one call into the pipeline for a posted report."""
+def _submit(
+    service: _Service, raw: bytes | Oversized, source: str, agent: str | None
+) -> tuple[SessionRow, bool]:
+    """The one call into the pipeline for a posted report (`agent`: the token's bound agent)."""
     # The pipeline queues a new session's verification, in the transaction that
     # stores it when the queue lives in the same database (PostgreSQL).
     return pipeline.submit(
@@ -797,7 +849,25 @@ def _submit(service: _Service, raw: bytes | Oversized, source: str) -> tuple[Ses
         source,
         max_report_bytes=service.config.max_report_bytes,
         queue=service.queue,
+        config=service.config,
+        bound_agent=agent,
     )
+
+
+def _witness(service: _Service, session_id: str, body: bytes, agent: str | None) -> dict[str, Any]:
+    """Witness posted entries and sign the receipt with the service's key (the evidence
+    key, ``[evidence] signing_key``)."""
+    from audit.dsse import fingerprint
+    from audit.witness import Receipt, sign_receipt
+    from verifier.evidence import load_key, public_raw
+    from verifier.store import witness as witnessed
+
+    entries = witnessed.parse_lines(body)
+    # Without its key the service cannot sign a receipt: 503 before anything is kept.
+    key = load_key(service.config.evidence.signing_key)
+    count, head, at = witnessed.witness(service.store, session_id, entries, agent=agent)
+    time = at.isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return sign_receipt(Receipt(session_id, count, head, time), key, fingerprint(public_raw(key)))
 
 
 def _reverify(service: _Service, session_id: str, actor: str) -> None:

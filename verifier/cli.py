@@ -160,19 +160,22 @@ def ingest_cmd(reports: tuple[str, ...], config_path: Path | None, fmt: str) -> 
     rows: list[dict[str, str]] = []
     with Store.open(config.database_url) as store:
         for n, source in enumerate(reports, 1):
-            rows.append(_ingest_one(store, source, config.max_report_bytes))
+            rows.append(_ingest_one(store, source, config))
             if fmt == "text" and len(reports) > 1:
                 click.echo(f"… {n}/{len(reports)} {rows[-1]['result']}: {source}", err=True)
     _emit(render.ingest_json(rows) if fmt == "json" else render.ingest_text(rows))
     raise _Exit(2 if any(r["result"] in ("invalid", "conflict") for r in rows) else 0)
 
 
-def _ingest_one(store: Store, source: str, limit: int) -> dict[str, str]:
+def _ingest_one(store: Store, source: str, config: Config) -> dict[str, str]:
     from verifier.pipeline import submit
 
+    limit = config.max_report_bytes
     row = {"report": source, "result": "", "session_id": "", "message": ""}
     try:
-        session, created = submit(store, _read(source, limit), source, max_report_bytes=limit)
+        session, created = submit(
+            store, _read(source, limit), source, max_report_bytes=limit, config=config
+        )
     except (ConfigError, InvalidReport) as exc:
         return {**row, "result": "invalid", "message": str(exc)}
     except VerifierError as exc:
@@ -481,6 +484,7 @@ def _token_dict(token: TokenRow) -> dict[str, Any]:
         "created_by": token.created_by,
         "expires_at": iso(token.expires_at),
         "revoked_at": iso(token.revoked_at),
+        "agent": token.agent,
     }
 
 
@@ -495,10 +499,18 @@ def _token_dict(token: TokenRow) -> dict[str, Any]:
 @click.option(
     "--expires", metavar="DATE", callback=_expiry, help="Expiry: 2027-01-31 or an ISO time."
 )
+@click.option(
+    "--agent", metavar="NAME", help="Bind an ingest token to one agent: it posts only its reports."
+)
 @config_option
 @format_option
 def token_create_cmd(
-    scope: str, name: str, expires: datetime | None, config_path: Path | None, fmt: str
+    scope: str,
+    name: str,
+    expires: datetime | None,
+    agent: str | None,
+    config_path: Path | None,
+    fmt: str,
 ) -> None:
     """Create a token and print it, once: only its hash is stored."""
     from verifier.store import Store
@@ -507,7 +519,7 @@ def token_create_cmd(
     config = Config.load(config_path)
     with Store.open(config.database_url) as store:
         token, secret = create_token(
-            store, name=name, scope=scope, actor=_actor(), expires_at=expires
+            store, name=name, scope=scope, actor=_actor(), expires_at=expires, agent=agent
         )
     if fmt == "json":
         _emit(render.dumps({"token": secret, **_token_dict(token)}))

@@ -24,7 +24,10 @@ to the folder of the file that gave them.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
+import re
 import shlex
 import tomllib
 from collections.abc import Mapping
@@ -296,6 +299,71 @@ def _env_name(value: Any) -> Any:
     return value
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _public_key(value: Any) -> Any:
+    """``ed25519:<base64 of the 32-byte key>`` or ``ed25519:<path>`` (a PEM public key, or a
+    file holding the base64): checked here, kept as ``ed25519:<base64>``."""
+    if not isinstance(value, str) or not value.startswith("ed25519:"):
+        raise ValueError(f'expected "ed25519:<base64 or path>", got {value!r}')
+    rest = value.removeprefix("ed25519:")
+    raw = _raw_ed25519(rest)
+    if raw is None:
+        path = Path(rest)
+        if not path.is_absolute():
+            raise ValueError(f"{rest!r} is neither a base64 Ed25519 key nor an absolute path")
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ValueError(f"cannot read the key file {rest!r}: {exc.strerror}") from None
+        raw = _raw_ed25519(data.decode("ascii", "replace").strip()) or _pem_ed25519(data)
+        if raw is None:
+            raise ValueError(
+                f"{rest!r} holds no Ed25519 public key (PEM, or base64 of its 32 bytes)"
+            )
+    return "ed25519:" + base64.b64encode(raw).decode("ascii")
+
+
+def _raw_ed25519(text: str) -> bytes | None:
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return raw if len(raw) == 32 else None
+
+
+def _pem_ed25519(data: bytes) -> bytes | None:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    try:
+        key = serialization.load_pem_public_key(data)
+    except ValueError:
+        return None
+    if not isinstance(key, Ed25519PublicKey):
+        return None
+    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+def _public_keys(value: Any) -> Any:
+    if not isinstance(value, list | tuple):
+        raise ValueError(f'expected a list of "ed25519:<base64 or path>", got {value!r}')
+    out = []
+    for i, item in enumerate(value):
+        try:
+            out.append(_public_key(item))
+        except ValueError as exc:
+            raise ValueError(f"[{i}]: {exc}") from None
+    return tuple(out)
+
+
+def _optional_env_name(value: Any) -> Any:
+    if value is not None and (not isinstance(value, str) or not _ENV_NAME.fullmatch(value)):
+        raise ValueError(f"expected the name of an environment variable, got {value!r}")
+    return value
+
+
 @dataclass(frozen=True, config=_STRICT)
 class WebhookConfig:
     """One receiver of notifications (verifier/notify.py): ``[webhooks.NAME]``.
@@ -320,6 +388,26 @@ class WebhookConfig:
                 "name of the environment variable that holds it"
             )
         return data
+
+
+@dataclass(frozen=True, config=_STRICT)
+class AgentConfig:
+    """What the verifier trusts of one agent, by the name its reports give
+    (``agent.name``): the keys its reports must be signed with, and whether its
+    trails must have been witnessed (verifier/signatures.py, docs/security.md)."""
+
+    name: str
+    # Ed25519 public keys, each "ed25519:<base64 of 32 bytes>" or "ed25519:<path>".
+    public_keys: Annotated[tuple[str, ...], BeforeValidator(_public_keys)] = ()
+    # The environment variable holding the HMAC-SHA256 secret: never the secret in a file.
+    hmac_secret_env: Annotated[str | None, BeforeValidator(_optional_env_name)] = None
+    # Every entry of the trail must have been seen by the witness, else inconclusive.
+    require_witness: bool = Field(default=False, strict=True)
+
+    @property
+    def has_keys(self) -> bool:
+        """Signed reports only: an unsigned or badly signed one is refused at ingest."""
+        return bool(self.public_keys) or self.hmac_secret_env is not None
 
 
 def _database_url(value: Any) -> Any:
@@ -360,6 +448,7 @@ class Config:
     service: ServiceConfig = field(default_factory=ServiceConfig)
     evidence: EvidenceConfig = field(default_factory=EvidenceConfig)
     webhooks: Mapping[str, WebhookConfig] = field(default_factory=dict)
+    agents: Mapping[str, AgentConfig] = field(default_factory=dict)
     # The file the operator's settings came from; None when only the defaults apply.
     source: Path | None = None
 
@@ -391,12 +480,14 @@ class Config:
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], source: Path | None = None) -> Config:
         """Validate a TOML document whose relative paths are already resolved."""
-        unknown = set(data) - {"verifier", "repositories", "service", "evidence", "webhooks"}
+        tables_known = {"verifier", "repositories", "service", "evidence", "webhooks", "agents"}
+        unknown = set(data) - tables_known
         if unknown:
             raise ConfigError(
                 f"unknown tables {sorted(unknown)}: expected verifier, repositories, service, "
-                "evidence, webhooks"
+                "evidence, webhooks, agents"
             )
+        agents = _named_tables(data.get("agents", {}), "agents")
         main, repos = data.get("verifier", {}), data.get("repositories", {})
         service, evidence = data.get("service", {}), data.get("evidence", {})
         tables_in = (
@@ -422,6 +513,7 @@ class Config:
                     "service": service,
                     "evidence": evidence,
                     "webhooks": hooks,
+                    "agents": agents,
                     "source": source,
                 }
             )
@@ -498,12 +590,28 @@ def _absolute_paths(data: dict[str, Any], base: Path) -> dict[str, Any]:
         out["verifier"] = fix(out["verifier"], _PATH_KEYS["verifier"])
     if "evidence" in out:
         out["evidence"] = fix(out["evidence"], _PATH_KEYS["evidence"])
+    if isinstance(out.get("agents"), dict):
+        out["agents"] = {name: _relative_keys(table, base) for name, table in out["agents"].items()}
     if isinstance(out.get("repositories"), dict):
         out["repositories"] = {
             name: fix(table, _PATH_KEYS["repository"])
             for name, table in out["repositories"].items()
         }
     return out
+
+
+def _relative_keys(table: Any, base: Path) -> Any:
+    """An agent's ``ed25519:<path>`` keys, relative to the folder of their file."""
+    if not isinstance(table, dict) or not isinstance(table.get("public_keys"), list):
+        return table
+    keys = []
+    for key in table["public_keys"]:
+        if isinstance(key, str) and key.startswith("ed25519:"):
+            rest = key.removeprefix("ed25519:")
+            if rest and _raw_ed25519(rest) is None and not rest.startswith("/"):
+                key = "ed25519:" + str(base / rest)
+        keys.append(key)
+    return {**table, "public_keys": keys}
 
 
 def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -554,7 +662,7 @@ def _named_tables(tables: Any, key: str) -> dict[str, Any]:
 def _config_error(exc: ValidationError, source: Path | None) -> ConfigError:
     error = exc.errors()[0]
     loc = [str(part) for part in error["loc"]]
-    if loc and loc[0] not in ("repositories", "service", "evidence", "webhooks"):
+    if loc and loc[0] not in ("repositories", "service", "evidence", "webhooks", "agents"):
         loc.insert(0, "verifier")
     problem = error["msg"]
     if error["type"] == "unexpected_keyword_argument":

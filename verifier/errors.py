@@ -62,6 +62,24 @@ class BadRequest(VerifierError):
         super().__init__(f"{field}: {problem}")
 
 
+class Forbidden(VerifierError):
+    """The caller may not do this with what it holds (a token bound to another agent)."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        self.field = field
+        self.problem = problem
+        super().__init__(f"{field}: {problem}")
+
+
+class WitnessConflict(VerifierError):
+    """Trail entries that do not extend the chain the witness holds: `index` is the first bad."""
+
+    def __init__(self, index: int, problem: str) -> None:
+        self.index = index
+        self.problem = problem
+        super().__init__(f"entry {index}: {problem}")
+
+
 class LostJob(VerifierError):
     """A worker finished a verification for a job it no longer holds (it stalled, and the
     job went to another worker): its result is discarded, the other worker's stands."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from verifier.checks import Progress
+from verifier.checks import Progress, WitnessedPrefix
 from verifier.config import DEFAULT_MAX_REPORT_BYTES, Config
 from verifier.contract import Report, parse_document
 from verifier.errors import ConfigError, InfrastructureError, InvalidReport, ReportPruned
@@ -152,12 +152,19 @@ def submit(
     *,
     max_report_bytes: int = DEFAULT_MAX_REPORT_BYTES,
     queue: Queue | None = None,
+    config: Config | None = None,
+    bound_agent: str | None = None,
 ) -> tuple[SessionRow, bool]:
     """Store a report's bytes as a session; True when new.
 
     Bytes that cannot be read as a report are kept with why, and `InvalidReport`
     is raised (of a report over `max_report_bytes`, its first bytes and the hash
     of the whole); other bytes under a stored session id raise `SessionConflict`.
+    With a `config`, the signature policy of its ``[agents]`` applies
+    (`verifier.signatures.require`): a report of an agent with keys that is
+    unsigned or badly signed is kept as rejected (field ``signature``) and
+    `InvalidReport` raised, so its session id stays free. A `bound_agent` (the
+    posting token's) refuses, `Forbidden`, a report of another agent.
     With a `queue`, a new session's verification is queued: in the transaction
     that stores it when the queue lives in the same database (PostgreSQL), else
     once it is stored (the in-process pool, which also picks up pending sessions
@@ -169,6 +176,7 @@ def submit(
         _keep(store, kept, source, exc)
 
     report = _read(raw, max_report_bytes, parse_report, keep)
+    _trusted(report, config, bound_agent, keep)
     on_insert = None if queue is None else queue.on_insert(report.session_id, "ingest")
     row, new = store.ingest(report, on_insert=on_insert)
     if new and queue is not None and on_insert is None:
@@ -236,6 +244,8 @@ def verify_report(
             _reject(db, kept, source, exc)
 
         report = _read(raw, config.max_report_bytes, parse_document, keep)
+        if db is not None:
+            _trusted(report, config, None, keep)
 
         if options.repo_path is not None:
             _require_repository(options.repo_path)
@@ -252,6 +262,7 @@ def verify_report(
                 digest_cache=db,
                 test_cache=db if config.test_result_cache else None,
                 repo_problem=repo_problem,
+                witnessed=None if db is None else _witnessed(db.store(), report.session_id),
             )
         except InvalidReport as exc:  # the trajectory, loaded while the tests ran
             keep(report.raw, exc)
@@ -302,6 +313,7 @@ def verify_session(
         digest_cache=db,
         test_cache=db if config.test_result_cache else None,
         repo_problem=repo_problem,
+        witnessed=_witnessed(store, session_id),
     )
     run_id = record(
         store, verification, config, reason=reason, job_id=job_id, worker=worker, guard=guard
@@ -450,6 +462,44 @@ def _keep(store: Store, raw: bytes | Oversized, source: str, exc: InvalidReport)
         )
     else:
         store.reject(raw, source=source, field=exc.field, problem=exc.problem)
+
+
+def _trusted(
+    report: Report,
+    config: Config | None,
+    bound_agent: str | None,
+    keep: Callable[[bytes | Oversized, InvalidReport], None],
+) -> None:
+    """Refuse, keeping the bytes as rejected, a report its token or its signature does
+    not admit."""
+    from verifier import signatures
+    from verifier.errors import Forbidden
+
+    name = report.doc.agent.name
+    if bound_agent is not None and name != bound_agent:
+        problem = f"the token is bound to agent {bound_agent!r}; this report is agent {name!r}'s"
+        keep(report.raw, InvalidReport("agent.name", problem))
+        raise Forbidden("agent.name", problem)
+    if config is None:
+        return
+    try:
+        signatures.require(report.raw, config)
+    except InvalidReport as exc:
+        keep(report.raw, exc)
+        raise
+
+
+def _witnessed(store: Store | None, session_id: str) -> WitnessedPrefix | None:
+    """What the witness holds of the session's trail, for the audit check; None when
+    the store cannot tell (the check then says the witness was not consulted)."""
+    if store is None:
+        return None
+    from verifier.store.witness import witnessed
+
+    try:
+        return WitnessedPrefix(*witnessed(store, session_id))
+    except InfrastructureError:
+        return None
 
 
 class _Database:

@@ -12,7 +12,15 @@ from pathlib import Path
 
 from verifier import __version__
 from verifier.cancel import CancelToken
-from verifier.checks import Check, Context, DigestCache, Progress, TestResultCache, registered
+from verifier.checks import (
+    Check,
+    Context,
+    DigestCache,
+    Progress,
+    TestResultCache,
+    WitnessedPrefix,
+    registered,
+)
 from verifier.config import Config
 from verifier.contract import Report
 from verifier.errors import ConfigError
@@ -47,6 +55,7 @@ def verify(
     test_cache: TestResultCache | None = None,
     checks: Sequence[Check] | None = None,
     repo_problem: str | None = None,
+    witnessed: WitnessedPrefix | None = None,
 ) -> Verification:
     """Decide whether the session of `report` delivered its work.
 
@@ -71,6 +80,7 @@ def verify(
 
     context = _context(report, config, options, progress, digest_cache)
     context.test_cache, context.repo_problem = test_cache, repo_problem
+    context.witnessed = witnessed  # what the witness saw of the trail, for the audit check
 
     checks = registered() if checks is None else checks
     if not any(check.launches for check in checks):

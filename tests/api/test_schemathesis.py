@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -22,6 +23,8 @@ from store.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
 from store.report_factory import make_report_bytes
 
 from verifier.api import create_app
+from verifier.config import Config
+from verifier.evidence import create_key
 from verifier.store import upgrade
 
 CHECKS = [
@@ -49,11 +52,29 @@ def live(
             url = stack.enter_context(postgres_database(POSTGRES_URL))
             upgrade(url)
         admin = make_tokens(url)["admin"]
-        app = create_app(make_config(url, max_report_bytes=256 * 1024), RecordingQueue())
+        # The witness signs its receipts with the evidence key: a service without it is
+        # misconfigured (503), which is not what this test looks for.
+        key = Path(tmp_path_factory.mktemp("key")) / "witness.pem"
+        create_key(key)
+        config = Config.from_mapping(
+            {
+                "verifier": {"database_url": url, "max_report_bytes": 256 * 1024},
+                "evidence": {"signing_key": str(key)},
+            }
+        )
+        app = create_app(config, RecordingQueue())
         base = stack.enter_context(serve(app))
         report = make_report_bytes("s-1")
         httpx.post(f"{base}/v1/sessions", content=report, headers=bearer(admin))
         yield base, admin
+
+
+@schemathesis.serializer("application/x-ndjson")
+def _json_lines(ctx: schemathesis.SerializationContext, value: Any) -> bytes:
+    """The witness's body (`POST /v1/sessions/{id}/trail`): JSON lines, sent as generated."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogatepass")
+    return json.dumps(value).encode()  # negative cases: any JSON value
 
 
 # The document the served app publishes, built here without a database (a test below

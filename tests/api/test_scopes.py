@@ -24,6 +24,7 @@ ENDPOINTS = [
     ("POST", "/v1/sessions/s-known/verify", "admin", 202),
     ("POST", "/v1/sessions/s-known/override", "admin", 200),
     ("GET", "/v1/export/sessions", "export", 200),
+    ("POST", "/v1/sessions/s-known/trail", "ingest", 400),  # no entries: read before the key
     ("GET", "/v1/stats", "read", 200),
     ("GET", "/metrics", "read", 200),
     ("GET", "/v1/rejected", "admin", 200),

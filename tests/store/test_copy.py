@@ -17,6 +17,7 @@ from sqlalchemy import NullPool, create_engine, text
 from store.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
 from store.report_factory import make_report_bytes
 
+from audit.chain import seal
 from verifier.contract import parse_report
 from verifier.errors import ConfigError, InfrastructureError
 from verifier.findings import CheckResult, CheckStatus, DeliveryStatus, Finding, Verification
@@ -25,6 +26,7 @@ from verifier.store.maintenance import CopyMismatch, _Hasher, copy_store, prune
 from verifier.store.models import Base, TestResultCacheModel, TokenModel
 from verifier.store.overrides import record_override
 from verifier.store.webhooks import NewDelivery, add_deliveries
+from verifier.store.witness import witness
 
 T0 = datetime(2026, 11, 29, 10, 5, tzinfo=UTC)
 TABLES = [t.name for t in Base.metadata.sorted_tables]
@@ -101,6 +103,8 @@ def fill(url: str, sessions: int = 12) -> None:
             [NewDelivery("ops", "https://h.example/x", "verdict", "s-000", 1, b'{"a":1}')],
             T0,
         )
+        trail = seal("s-000", [{"kind": "session_start", "ts": "2026-11-01T10:00:00Z"}])
+        witness(store, "s-000", [(b"{}", trail[0])], agent="répare")
         prune(store, datetime(2026, 11, 2, tzinfo=UTC), actor="cli:test")
 
 

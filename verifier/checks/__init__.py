@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -32,6 +33,7 @@ __all__ = [
     "HeadState",
     "Progress",
     "TestResultCache",
+    "WitnessedPrefix",
     "registered",
 ]
 
@@ -78,6 +80,20 @@ class HeadState:
     changed_blobs: Mapping[str, str] = field(default_factory=dict, repr=False)
 
 
+@dataclass(frozen=True)
+class WitnessedPrefix:
+    """The prefix of the session's trail the service witnessed while it ran: each
+    entry's hash and when it arrived, in order (`verifier.store.witness`). The
+    pipeline reads it from the store and hands it in; the audit check compares."""
+
+    hashes: tuple[str, ...]
+    received: tuple[datetime, ...]
+
+    @property
+    def count(self) -> int:
+        return len(self.hashes)
+
+
 @dataclass
 class Context:
     """Everything a check may use; `results` fills in as the checks finish."""
@@ -95,6 +111,8 @@ class Context:
     # Why `repo_path` is None though the repository is configured (its mirror could not
     # fetch the session's commits): the changes check says so, inconclusive.
     repo_problem: str | None = None
+    # What the witness holds of this session's trail; None when no store was consulted.
+    witnessed: WitnessedPrefix | None = None
     results: dict[str, CheckResult] = field(default_factory=dict)
     # Set once the checks that `launch` long work (the test run) have started it, or
     # finished: CPU-heavy work that can wait (loading the SDK) waits for it, so it

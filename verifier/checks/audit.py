@@ -8,21 +8,30 @@ Steps of `check`:
    ``audit`` package, which verifies the chain and its completeness;
 3. add what only the report can tell: a call id used twice, calls outside model
    turns, responses that answer no call, and a ``session_end`` status that
-   differs from the report's status (aliases compared as their canonical form).
+   differs from the report's status (aliases compared as their canonical form);
+4. against what the witness saw while the session ran (`Context.witnessed`,
+   handed in by the pipeline): the trail must extend the witnessed prefix
+   exactly (``audit.witness_mismatch``); an agent configured with
+   ``require_witness`` whose trail is not witnessed whole is inconclusive
+   (``audit.unwitnessed``); the signature as the configured keys judge it
+   (`verifier.signatures`) goes into ``details``.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from audit import Call, Change, verify_trail
 from audit.findings import Finding
-from verifier.checks import Context
+from verifier.checks import Context, WitnessedPrefix
 from verifier.config import Config
 from verifier.contract import Report, canonical_status
 from verifier.errors import ConfigError
-from verifier.findings import CheckResult
+from verifier.findings import CheckResult, CheckStatus
 from verifier.profiles import ActionKind, Profile, load_profile
 
 if TYPE_CHECKING:  # loading the SDK is the report's business, on first use of its trajectory
@@ -42,6 +51,7 @@ class AuditCheck:
         context.launched.wait()  # the trajectory loads the SDK: after the tests have started
         profile, note = _profile(context.report, context.config)
         result = check(context.report, profile)
+        result = trusted(result, context.report, context.config, context.witnessed)
         return replace(result, notes=(*result.notes, note)) if note else result
 
 
@@ -135,6 +145,95 @@ def check(report: Report, profile: Profile) -> CheckResult:
         "actions": _count_actions(actions),
     }
     return CheckResult.from_findings(NAME, findings, details)
+
+
+def trusted(
+    result: CheckResult, report: Report, config: Config, prefix: WitnessedPrefix | None
+) -> CheckResult:
+    """`result` with step 4: the witnessed prefix and the signature."""
+    from verifier import signatures
+
+    entries = report.doc.audit.entries
+    findings = list(result.findings)
+    notes = list(result.notes)
+    details = dict(result.details)
+    agent = config.agents.get(report.doc.agent.name)
+
+    try:
+        assessed = signatures.assess(json.loads(report.raw), config)
+    except ConfigError as exc:  # a key the verifier should hold is missing (its environment)
+        details["signature"] = {"state": "unchecked", "verified": False, "problem": str(exc)}
+        notes.append(f"signature not checked: {exc}")
+    else:
+        details["signature"] = assessed.to_dict()
+        notes.extend(n for n in (assessed.note(),) if n is not None)
+
+    if prefix is None:
+        details["witness"] = None
+        notes.append("the witness was not consulted (no store): the trail's timing is unproven")
+        if agent is not None and agent.require_witness:
+            prefix = WitnessedPrefix((), ())  # nothing says it was witnessed: inconclusive
+    else:
+        details["witness"] = _witness_details(prefix, len(entries))
+    if prefix is not None:
+        mismatch = _witness_mismatch(prefix, entries)
+        if mismatch is not None:
+            findings.append(mismatch)
+        elif prefix.count < len(entries) and agent is not None and agent.require_witness:
+            unwitnessed = Finding(
+                "audit.unwitnessed",
+                f"only {prefix.count} of the trail's {len(entries)} entries were witnessed "
+                f"while the session ran; agent {agent.name!r} requires a witnessed trail",
+                path="audit.entries",
+                expected=f"{len(entries)} entries witnessed",
+                found=f"{prefix.count} witnessed",
+            )
+            if not findings:
+                return replace(
+                    result,
+                    status=CheckStatus.ERROR,
+                    findings=(unwitnessed,),
+                    details=details,
+                    notes=tuple(notes),
+                )
+            findings.append(unwitnessed)
+    status = CheckStatus.FAIL if findings else result.status
+    return replace(
+        result, status=status, findings=tuple(findings), details=details, notes=tuple(notes)
+    )
+
+
+def _witness_mismatch(prefix: WitnessedPrefix, entries: Sequence[Any]) -> Finding | None:
+    """The first witnessed entry the trail rewrites or drops, if any."""
+    for i, witnessed_hash in enumerate(prefix.hashes):
+        entry = entries[i] if i < len(entries) else None
+        stated = entry.get("hash") if isinstance(entry, Mapping) else None
+        if stated != witnessed_hash:
+            what = "drops" if entry is None else "rewrites"
+            return Finding(
+                "audit.witness_mismatch",
+                f"the trail {what} entry {i}, which the witness received at "
+                f"{_iso(prefix.received[i])}: the report's trail is not the one written "
+                f"while the session ran ({prefix.count} entries witnessed)",
+                path=f"audit.entries[{i}]",
+                expected=witnessed_hash,
+                found="missing" if entry is None else str(stated),
+            )
+    return None
+
+
+def _witness_details(prefix: WitnessedPrefix, total: int) -> dict[str, Any]:
+    return {
+        "entries": f"{prefix.count} of {total}",
+        "witnessed": prefix.count,
+        "total": total,
+        "first_seen": _iso(prefix.received[0]) if prefix.received else None,
+        "last_seen": _iso(prefix.received[-1]) if prefix.received else None,
+    }
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
 
 
 def _count_actions(actions: list[Any]) -> dict[str, int]:

@@ -80,7 +80,7 @@ if TYPE_CHECKING:  # the contract's models load the google-genai SDK; the store 
 MIGRATIONS_DIR = resources.migrations_dir()
 # The newest migration. Opening a store that is already there needs no Alembic (whose
 # import costs half a second of every command); a test keeps this equal to Alembic's head.
-HEAD_REVISION = "0006"
+HEAD_REVISION = "0007"
 GROUP_BY = ("day", "week", "agent", "model", "repo")
 MAX_PAGE = 500
 SQLITE_BUSY_TIMEOUT_MS = 30_000

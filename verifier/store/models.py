@@ -271,6 +271,8 @@ class TokenModel(Base):
     created_by: Mapped[str] = mapped_column(Text)
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # An ingest token bound to one agent posts only that agent's reports and trails.
+    agent: Mapped[str | None] = mapped_column(Text)
 
 
 class AdminLogModel(Base):
@@ -340,3 +342,21 @@ class WebhookDeliveryModel(Base):
     last_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     last_status: Mapped[int | None] = mapped_column(Integer)
     last_error: Mapped[str | None] = mapped_column(Text)
+
+
+class WitnessedEntryModel(Base):
+    """One trail entry as the witness received it while the session ran (migration 0007).
+
+    The key is the session and the entry's index: an entry is witnessed once; a
+    later report's trail must extend these exactly (`verifier.store.witness`).
+    """
+
+    __tablename__ = "witnessed_entries"
+
+    session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    idx: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    entry_hash: Mapped[str] = mapped_column(String(64))
+    entry: Mapped[bytes] = mapped_column(LargeBinary, deferred=True)
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # The agent of the token that posted it, when that token is bound to one.
+    agent: Mapped[str | None] = mapped_column(Text)

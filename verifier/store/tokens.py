@@ -37,6 +37,8 @@ class TokenRow:
     created_by: str
     expires_at: datetime | None
     revoked_at: datetime | None
+    # The agent an ingest token is bound to: it posts only that agent's reports and trails.
+    agent: str | None = None
 
     def state(self, now: datetime) -> str:
         """active, expired or revoked."""
@@ -66,11 +68,22 @@ def create_token(
     scope: str,
     actor: str,
     expires_at: datetime | None = None,
+    agent: str | None = None,
 ) -> tuple[TokenRow, str]:
-    """A new token and its secret, the only time the secret exists; logged as ``token.create``."""
+    """A new token and its secret, the only time the secret exists; logged as ``token.create``.
+
+    An ingest token may be bound to an `agent`: it posts only that agent's reports.
+    """
     auth.check_scope(scope)
     if not name.strip():
         raise BadRequest("name", "a token needs a name that is not blank")
+    if agent is not None and (scope != "ingest" or not agent.strip()):
+        problem = (
+            "an agent name that is not blank"
+            if scope == "ingest"
+            else f"only ingest tokens are bound to an agent, got scope {scope!r}"
+        )
+        raise BadRequest("agent", problem)
     secret = auth.new_token()
     model = TokenModel(
         name=name,
@@ -78,6 +91,7 @@ def create_token(
         token_sha256=auth.token_sha256(secret),
         created_by=actor,
         expires_at=expires_at,
+        agent=agent,
     )
     with store._transaction() as session:
         session.add(model)
@@ -85,6 +99,8 @@ def create_token(
         detail: dict[str, Any] = {"name": name, "scope": scope}
         if expires_at is not None:
             detail["expires_at"] = expires_at.isoformat()
+        if agent is not None:
+            detail["agent"] = agent
         _append(session, actor, "token.create", str(model.id), detail)
         return _token_row(model), secret
 
@@ -166,6 +182,7 @@ def _token_row(model: TokenModel) -> TokenRow:
         created_by=model.created_by,
         expires_at=model.expires_at,
         revoked_at=model.revoked_at,
+        agent=model.agent,
     )
 
 

@@ -1,0 +1,37 @@
+"""What the trust tests share: agent configurations, signed reports, a witness key."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+from audit.signing import Signer, sign
+from verifier.config import Config
+
+
+def public_b64(key: Ed25519PrivateKey) -> str:
+    raw = key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+    return base64.b64encode(raw).decode("ascii")
+
+
+def agents_config(database_url: str, agents: dict[str, Any], **tables: Any) -> Config:
+    return Config.from_mapping(
+        {"verifier": {"database_url": database_url}, "agents": agents, **tables}
+    )
+
+
+def signed_bytes(report: dict[str, Any], signer: Signer) -> bytes:
+    return json.dumps(sign(report, signer)).encode()
+
+
+def evidence_key(tmp_path: Path) -> Path:
+    from verifier.evidence import create_key
+
+    path = tmp_path / "keys" / "witness.pem"
+    create_key(path)
+    return path
