@@ -35,7 +35,8 @@ if TYPE_CHECKING:  # SQLAlchemy and httpx load only when a source is made
     import httpx
 
     from verifier._git import Git
-    from verifier.store import Listed, SessionFilter, Store
+    from verifier.store import SessionFilter, Store
+    from verifier.store.db import SessionLine
 
 # Exit codes of the gate (the README's table): 2 is a usage error, raised as one.
 PASSED = 0
@@ -355,24 +356,29 @@ class StoreSource:
         return _complete({}, selection)
 
     def read(self, selection: Selection) -> list[GateSession]:
-        found: dict[str, GateSession] = {}
+        """The selected sessions: their rows read a page at a time (`Store.session_lines`),
+        then the findings of the runs that have any, in one more query per 500 runs."""
+        lines: dict[str, SessionLine] = {}
         for filters in _filters(selection):
-            cursor: str | None = None
-            while True:
-                page = self.store.find_sessions(filters, limit=PAGE, cursor=cursor)
-                for listed in page.items:
-                    if listed.session.session_id not in found:
-                        found[listed.session.session_id] = self._session(listed)
-                if page.next_cursor is None:
-                    break
-                cursor = page.next_cursor
+            for line in self.store.session_lines(filters):
+                lines.setdefault(line.session.session_id, line)
+        findings = self.store.findings_of(
+            [
+                line.run_id
+                for line in lines.values()
+                if line.run_id is not None and line.first_finding_code is not None
+            ]
+        )
+        found = {
+            session_id: self._session(line, findings.get(line.run_id or 0, ()))
+            for session_id, line in lines.items()
+        }
         return _complete(found, selection)
 
-    def _session(self, listed: Listed) -> GateSession:
+    def _session(self, line: SessionLine, findings: tuple[Finding, ...]) -> GateSession:
         from verifier.store.overrides import overrides
 
-        s = listed.session
-        run = listed.verdict_run or listed.latest_run
+        s = line.session
         override = None
         if s.override_status is not None:
             standing = overrides(self.store, s.session_id)
@@ -384,7 +390,7 @@ class StoreSource:
             )
         return GateSession(
             session_id=s.session_id,
-            computed_status=listed.delivery_status,
+            computed_status=line.delivery_status,
             override=override,
             repo_name=s.repo_name,
             head_commit=s.head_commit,
@@ -392,8 +398,8 @@ class StoreSource:
             agent_status=s.status,
             done=s.done,
             ended_at=s.ended_at,
-            run_id=None if run is None else run.id,
-            findings=() if run is None else run.findings,
+            run_id=line.run_id,
+            findings=findings,
         )
 
 

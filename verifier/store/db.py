@@ -288,6 +288,8 @@ class SessionLine:
     verdict_run_id: int | None
     verified_at: datetime | None
     first_finding_code: str | None
+    # The run the verdict shows: the verdict run, else the latest (inconclusive) one.
+    run_id: int | None = None
 
     @property
     def delivery_status(self) -> str:
@@ -690,10 +692,47 @@ class Store:
                     r.verdict_run_id,
                     None if r.verdict_run_id is None else ended_at.get(r.verdict_run_id),
                     None if run_id is None else first.get(run_id),
+                    run_id,
                 )
             if len(rows) < page:
                 return
             position = (rows[-1].ended_at, rows[-1].session_id)
+
+    def findings_of(self, run_ids: Collection[int]) -> dict[int, tuple[Finding, ...]]:
+        """The findings of each of `run_ids`, in the order `runs` gives them (by the
+        check's position, then the finding's); a run without findings is left out."""
+        found: dict[int, list[Finding]] = {}
+        ids = sorted(set(run_ids))
+        with self._transaction() as session:
+            connection = session.connection()
+            for start in range(0, len(ids), MAX_PAGE):
+                query = (
+                    select(
+                        FindingModel.run_id,
+                        FindingModel.code,
+                        FindingModel.message,
+                        FindingModel.path,
+                        FindingModel.expected,
+                        FindingModel.found,
+                    )
+                    .join(
+                        CheckResultModel,
+                        and_(
+                            CheckResultModel.run_id == FindingModel.run_id,
+                            CheckResultModel.check_name == FindingModel.check_name,
+                        ),
+                        isouter=True,
+                    )
+                    .where(FindingModel.run_id.in_(ids[start : start + MAX_PAGE]))
+                    .order_by(
+                        FindingModel.run_id,
+                        func.coalesce(CheckResultModel.ordinal, 0),
+                        FindingModel.ordinal,
+                    )
+                )
+                for run_id, code, message, path, expected, got in connection.execute(query):
+                    found.setdefault(run_id, []).append(Finding(code, message, path, expected, got))
+        return {run_id: tuple(items) for run_id, items in found.items()}
 
     def session_ids(self, delivery_status: str, *, limit: int = 1000) -> list[str]:
         """Ids of sessions whose current verdict is `delivery_status`, oldest ingested first;
