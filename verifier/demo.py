@@ -12,7 +12,6 @@ reports, so the store keeps one session each and adds a run.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -284,14 +283,18 @@ def _whole_file(root: Path, sid: str, task: str, trail: Path) -> dict[str, Any]:
 SCENARIOS = [
     Scenario("demo-01-delivered", "clean delivery", TASK, _delivered),
     Scenario(
-        "demo-02-change-missing", "new file left out of the commit", TASK + " Add a test.",
+        "demo-02-change-missing",
+        "new file left out of the commit",
+        TASK + " Add a test.",
         _missing_file,
     ),
     Scenario("demo-03-wrong-range", "replace applied one line early", TASK, _wrong_range),
     Scenario("demo-04-tests-fail", "fix that breaks the tests", TASK, _tests_fail),
     Scenario("demo-05-audit-gap", "audit record of the edit missing", TASK, _audit_gap),
     Scenario(
-        "demo-06-undeclared", "formatter changed another file", TASK + " Format README.md.",
+        "demo-06-undeclared",
+        "formatter changed another file",
+        TASK + " Format README.md.",
         _undeclared,
     ),
     Scenario("demo-07-out-of-turns", "ran out of turns", TASK, _out_of_turns),

@@ -78,7 +78,7 @@ class Loop:
     model: Model
     tools: Mapping[str, toolbox.Tool] = field(default_factory=lambda: dict(toolbox.DEFAULT_TOOLS))
     limits: Limits = Limits()
-    policy: toolbox.Policy = toolbox.Policy()
+    policy: toolbox.Policy = field(default_factory=toolbox.Policy)
     output_limit: int = toolbox.OUTPUT_LIMIT
     clock: Callable[[], float] = time.monotonic
     system_instruction: str | None = SYSTEM
@@ -119,7 +119,9 @@ class Loop:
         names = [n for n in self.tools if n in _default_profile().functions]
         return types.GenerateContentConfig(
             system_instruction=self.system_instruction,
-            tools=[types.Tool(function_declarations=toolbox.declarations(_default_profile(), names))],
+            tools=[
+                types.Tool(function_declarations=toolbox.declarations(_default_profile(), names))
+            ],
             automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
         )
 
@@ -130,18 +132,23 @@ class Loop:
             return
         tool = self.tools.get(call.name)
         if tool is None:
-            rec.deny(call, {"error": f"got unknown tool {call.name!r}, expected one of "
-                                     f"{', '.join(sorted(self.tools))}"})
+            rec.deny(
+                call,
+                {
+                    "error": f"got unknown tool {call.name!r}, expected one of "
+                    f"{', '.join(sorted(self.tools))}"
+                },
+            )
             return
         path = call.args.get("path")
         # The reference file tools touch their `path` alone; any other tool (a command, a
         # harness's own) is watched over the whole tree, so what it did is what is recorded.
-        scoped = toolbox.SCOPED.get(call.name) is tool and isinstance(path, str)
+        scope = [path] if isinstance(path, str) and toolbox.SCOPED.get(call.name) is tool else None
         checkpoint = None if call.name in READ_ONLY else toolbox.checkpoint(rec.root)
         rec.execute(
             call,
             partial(_truncated, tool, rec.root, self.output_limit),
-            paths=[path] if scoped else None,
+            paths=scope,
             checkpoint=checkpoint,
         )
 

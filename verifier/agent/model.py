@@ -56,7 +56,9 @@ class GeminiModel:
             raise InfrastructureError(f"the Gemini API answered {exc.code}: {exc.message}") from exc
 
 
-def gemini_from_env(environ: Mapping[str, str] | None = None, name: str | None = None) -> GeminiModel:
+def gemini_from_env(
+    environ: Mapping[str, str] | None = None, name: str | None = None
+) -> GeminiModel:
     """The Gemini model the environment selects: GEMINI_API_KEY, and GEMINI_MODEL or `name`."""
     env = os.environ if environ is None else environ
     key = env.get("GEMINI_API_KEY", "")
@@ -89,7 +91,9 @@ class ScriptedModel:
     ) -> types.GenerateContentResponse:
         self.seen.append(len(contents))
         if not self._turns:
-            return as_response(types.Content(role="model", parts=[types.Part(text="I am out of turns.")]))
+            return as_response(
+                types.Content(role="model", parts=[types.Part(text="I am out of turns.")])
+            )
         return self._turns.pop(0)
 
 

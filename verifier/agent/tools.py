@@ -96,6 +96,12 @@ def list_files(root: Path, args: Mapping[str, Any]) -> dict[str, Any]:
     return {"files": sorted(files)}
 
 
+def visible_files(root: Path) -> list[str]:
+    """The files git would see: tracked, or untracked and not ignored."""
+    out = _git(root, None, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+    return sorted({p for p in out.split("\0") if p})
+
+
 def search(root: Path, args: Mapping[str, Any]) -> dict[str, Any]:
     """Lines matching `pattern` (a substring, or a regular expression with `regex`)."""
     pattern = str(args["pattern"])
@@ -256,7 +262,9 @@ def declarations(profile: Profile, names: Sequence[str]) -> list[types.FunctionD
             types.FunctionDeclaration(
                 name=name,
                 description=_DESCRIPTIONS.get(spec.action, name),
-                parameters=types.Schema(type=types.Type.OBJECT, properties=props, required=required),
+                parameters=types.Schema(
+                    type=types.Type.OBJECT, properties=props, required=required
+                ),
             )
         )
     return out
