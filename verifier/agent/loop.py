@@ -143,7 +143,11 @@ class Loop:
         path = call.args.get("path")
         # The reference file tools touch their `path` alone; any other tool (a command, a
         # harness's own) is watched over the whole tree, so what it did is what is recorded.
-        scope = [path] if isinstance(path, str) and toolbox.SCOPED.get(call.name) is tool else None
+        scope: list[str] | None = None
+        if toolbox.DEFAULT_TOOLS.get(call.name) is tool and call.name in ("list_files", "search"):
+            scope = []  # ours, and they only read: nothing to watch
+        elif isinstance(path, str) and toolbox.SCOPED.get(call.name) is tool:
+            scope = [path]
         checkpoint = None if call.name in READ_ONLY else toolbox.checkpoint(rec.root)
         rec.execute(
             call,
