@@ -3,8 +3,10 @@ checkpoints, the scripted model's replay, and reports the verifier takes byte fo
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ from audit.recorder import dumps
 from audit.trailfile import check_trail_file
 from verifier.agent.loop import Limits, Loop
 from verifier.agent.model import ScriptedModel, as_response, call, load_turns, model_turn
-from verifier.agent.tools import OUTPUT_LIMIT, Policy, truncate
+from verifier.agent.tools import OUTPUT_LIMIT, Policy, checkpoint, truncate
 from verifier.config import Config, RepositoryConfig
 from verifier.demo import TOOLS as DEMO_TOOLS
 from verifier.errors import InfrastructureError
@@ -356,3 +358,21 @@ def test_a_session_stopped_short_is_not_delivered(repo: GitRepo, tmp_path: Path)
     assert (session.status, v.done) == ("loop_detected", False)
     assert v.delivery_status is DeliveryStatus.NOT_DELIVERED
     assert "audit" not in {c for c, r in v.checks.items() if r.findings}  # denials recorded
+
+
+def test_a_checkpoint_sees_a_same_size_edit_made_in_the_tick_the_index_was_written(
+    repo: GitRepo,
+) -> None:
+    """The scratch index keeps the real one's mtime, so git's racy-entry rule still has
+    it hash a file whose size and times look unchanged (an edit in the index's tick)."""
+    calc = repo.path / "calc.py"
+    tick = int(time.time()) - 60
+    index = repo.path / ".git" / "index"
+    for op in "-*/":
+        os.utime(calc, (tick, tick))
+        repo.git("add", "-A")
+        os.utime(index, (tick, tick))  # the index written in the file's own tick
+        calc.write_text(CALC.replace("return a + b\n", f"return a {op} b\n", 1))
+        os.utime(calc, (tick, tick))  # same size, same mtime: only the content differs
+        tree = checkpoint(repo.path).removeprefix("tree:")
+        assert repo.git("show", f"{tree}:calc.py").strip() == calc.read_text().strip()

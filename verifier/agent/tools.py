@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -212,7 +213,9 @@ def checkpoint(root: Path) -> str:
     with tempfile.TemporaryDirectory() as scratch:
         index = Path(scratch) / "index"
         if (git_dir / "index").is_file():
-            index.write_bytes((git_dir / "index").read_bytes())  # its stat cache: fast
+            # Its stat cache makes `add` fast; its mtime kept, so that git still hashes
+            # again the files changed in the same tick as the index was written ("racy git").
+            shutil.copy2(git_dir / "index", index)
         _git(root, index, "add", "-A")
         tree = _git(root, index, "write-tree").strip()
     return f"tree:{tree}"
