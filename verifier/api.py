@@ -30,15 +30,16 @@ from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 
-from verifier import __version__, auth, pipeline
+from verifier import __version__, auth, export, pipeline
 from verifier.config import Config
+from verifier.dashboard import router as dashboard
 from verifier.errors import (
     BadRequest,
     InfrastructureError,
@@ -54,6 +55,7 @@ from verifier.queue import Queue
 from verifier.store import Counts as StoreCounts
 from verifier.store import Listed, RunRow, SessionFilter, SessionRow, Store
 from verifier.store.db import HEAD_REVISION
+from verifier.store.overrides import OverrideRow, overridden_count, overrides, record_override
 from verifier.store.probes import schema_revision
 from verifier.store.tokens import TokenRow, authenticate
 
@@ -143,6 +145,16 @@ class SessionSummary(_Open):
         description="The latest conclusive verdict; inconclusive when no run concluded; "
         "pending before the first run."
     )
+    override_status: Literal["delivered", "not_delivered"] | None = Field(
+        default=None,
+        description="A person's standing override (POST .../override), beside the computed "
+        "`delivery_status`, never in its place; null when none stands.",
+    )
+    effective_status: DeliveryStatus = Field(
+        default="pending",
+        description="`override_status` when one stands, else `delivery_status`: what a "
+        "merge gate decides on. The stats count `delivery_status`.",
+    )
     verified_at: datetime | None = Field(description="When the latest run finished.")
     verdict_run_id: int | None
     latest_run_id: int | None
@@ -154,12 +166,32 @@ class SessionSummary(_Open):
     report_sha256: str
 
 
+class Override(_Open):
+    id: int
+    at: datetime
+    author: str = Field(description='"token:<name>" or "cli:<user>".')
+    status: Literal["delivered", "not_delivered", "cleared"]
+    reason: str
+
+
+class OverrideRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    status: Literal["delivered", "not_delivered", "cleared"] = Field(
+        description="cleared withdraws the standing override."
+    )
+    reason: Annotated[str, Field(min_length=1, max_length=4000, pattern=_NO_NUL)]
+
+
 class SessionDetail(SessionSummary):
     checks: dict[str, Any] = Field(
         description="The verdict run's checks (status, findings, details, notes); "
         "the latest run's when none concluded; empty while pending."
     )
     runs: list[RunSummary] = Field(description="Every verification run, oldest first.")
+    overrides: list[Override] = Field(
+        default_factory=list, description="Every override, oldest first; the last one stands."
+    )
 
 
 class SessionPage(_Open):
@@ -185,6 +217,14 @@ class Group(Counts):
 
 class StatsBody(Counts):
     groups: list[Group]
+    verdicts: Literal["computed"] = Field(
+        default="computed", description="The counts are of computed verdicts, never overrides."
+    )
+    overridden: int = Field(
+        default=0,
+        description="Of the sessions counted, those carrying a person's override (counted "
+        "by their computed verdict).",
+    )
 
 
 class RejectedSummary(_Open):
@@ -361,6 +401,7 @@ def create_app(config: Config, queue: Queue | None = None) -> FastAPI:
         app.add_exception_handler(unreachable, _on_unavailable)
     app.add_exception_handler(Exception, _on_bug)
     _routes(app)
+    app.include_router(dashboard)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 
@@ -401,7 +442,47 @@ def _require(scope: str) -> Callable[..., Awaitable[TokenRow]]:
 Ingest = Annotated[TokenRow, Depends(_require("ingest"))]
 Read = Annotated[TokenRow, Depends(_require("read"))]
 Admin = Annotated[TokenRow, Depends(_require("admin"))]
+Export = Annotated[TokenRow, Depends(_require("export"))]
 Service = Annotated[_Service, Depends(_service)]
+
+
+def _filters(
+    agent: Filter = None,
+    model: Filter = None,
+    repo: Filter = None,
+    agent_status: Filter = None,
+    done: bool | None = None,
+    delivery_status: DeliveryStatus | None = None,
+    head_commit: Annotated[
+        list[Annotated[str, Field(pattern=_NO_NUL)]] | None,
+        Query(description="A head commit; repeat for any of several (a merge gate's range)."),
+    ] = None,
+    branch: Filter = None,
+    ended_from: Annotated[
+        Moment | None,
+        Query(alias="from", description="Sessions that ended at or after (ISO 8601)."),
+    ] = None,
+    ended_to: Annotated[
+        Moment | None,
+        Query(alias="to", description="Sessions that ended before (ISO 8601)."),
+    ] = None,
+) -> SessionFilter:
+    """The session filters of a listing and of an export."""
+    return SessionFilter(
+        agent=agent,
+        model=model,
+        repo=repo,
+        agent_status=agent_status,
+        done=done,
+        delivery_status=delivery_status,
+        head_commits=tuple(head_commit) if head_commit else None,
+        branch=branch,
+        ended_from=ended_from,
+        ended_to=ended_to,
+    )
+
+
+Filters = Annotated[SessionFilter, Depends(_filters)]
 
 
 def _routes(app: FastAPI) -> None:
@@ -474,42 +555,12 @@ def _routes(app: FastAPI) -> None:
     async def list_sessions(
         token: Read,
         service: Service,
-        agent: Filter = None,
-        model: Filter = None,
-        repo: Filter = None,
-        agent_status: Filter = None,
-        done: bool | None = None,
-        delivery_status: DeliveryStatus | None = None,
-        head_commit: Annotated[
-            list[Annotated[str, Field(pattern=_NO_NUL)]] | None,
-            Query(description="A head commit; repeat for any of several (a merge gate's range)."),
-        ] = None,
-        branch: Filter = None,
-        ended_from: Annotated[
-            Moment | None,
-            Query(alias="from", description="Sessions that ended at or after (ISO 8601)."),
-        ] = None,
-        ended_to: Annotated[
-            Moment | None,
-            Query(alias="to", description="Sessions that ended before (ISO 8601)."),
-        ] = None,
+        filters: Filters,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
         cursor: Annotated[
             str | None, Query(description="next_cursor of the previous page.")
         ] = None,
     ) -> SessionPage:
-        filters = SessionFilter(
-            agent=agent,
-            model=model,
-            repo=repo,
-            agent_status=agent_status,
-            done=done,
-            delivery_status=delivery_status,
-            head_commits=tuple(head_commit) if head_commit else None,
-            branch=branch,
-            ended_from=ended_from,
-            ended_to=ended_to,
-        )
         page = await run_in_threadpool(
             service.store.find_sessions, filters, limit=limit, cursor=cursor
         )
@@ -532,6 +583,58 @@ def _routes(app: FastAPI) -> None:
             raise _Refused(503, "unavailable", problem)
         await run_in_threadpool(_reverify, service, session_id, f"token:{token.name}")
         return Reverify(session_id=session_id, status="queued", url=_session_url(session_id))
+
+    @app.post(
+        "/v1/sessions/{session_id}/override",
+        response_model=SessionDetail,
+        tags=["sessions"],
+        summary="Override a session's verdict, beside the computed one (admin)",
+        responses=_errors(400, 401, 403, 404),
+    )
+    async def override(
+        session_id: SessionId, request: OverrideRequest, token: Admin, service: Service
+    ) -> SessionDetail:
+        """Record a person's verdict with who, why and when (and in the admin log). The
+        computed verdict, its runs and the stats are unchanged; `cleared` withdraws it."""
+        await run_in_threadpool(
+            record_override,
+            service.store,
+            session_id,
+            status=request.status,
+            reason=request.reason,
+            author=f"token:{token.name}",
+        )
+        return await run_in_threadpool(_session_detail, service.store, session_id)
+
+    @app.get(
+        "/v1/export/sessions",
+        tags=["export"],
+        summary="Every matching session, one row each, as CSV or JSON lines (export)",
+        response_class=StreamingResponse,
+        responses={
+            200: {
+                "description": "Rows as read, newest ended first; CSV cells that a spreadsheet "
+                "would run as formulas start with a quote.",
+                "content": {
+                    "text/csv": {"schema": {"type": "string"}},
+                    "application/x-ndjson": {"schema": {"type": "string"}},
+                },
+            },
+            **_errors(400, 401, 403),
+        },
+    )
+    async def export_sessions(
+        token: Export,
+        service: Service,
+        filters: Filters,
+        fmt: Annotated[Literal["csv", "jsonl"], Query(alias="format")] = "csv",
+    ) -> StreamingResponse:
+        # A sync iterator: Starlette reads it in the thread pool, one page of rows at a time.
+        return StreamingResponse(
+            (line.encode() for line in export.lines(service.store, filters, fmt)),
+            media_type=export.MEDIA_TYPES[fmt],
+            headers={"Content-Disposition": f'attachment; filename="sessions.{fmt}"'},
+        )
 
     @app.get(
         "/v1/stats",
@@ -567,9 +670,21 @@ def _routes(app: FastAPI) -> None:
             model=model,
             repo=repo,
         )
+        overridden = await run_in_threadpool(
+            lambda: overridden_count(
+                service.store,
+                day_from=day_from,
+                day_to=day_to,
+                agent=agent,
+                model=model,
+                repo=repo,
+            )
+        )
         return StatsBody(
             **_counts(result.totals),
             groups=[Group(key=g.key, **_counts(g.counts)) for g in result.groups],
+            verdicts="computed",
+            overridden=overridden,
         )
 
     @app.get(
@@ -733,6 +848,8 @@ def _summary_fields(listed: Listed) -> dict[str, Any]:
         "raw_agent_status": s.raw_status,
         "done": s.done,
         "delivery_status": s.delivery_status,
+        "override_status": s.override_status,
+        "effective_status": listed.effective_status,
         "verified_at": None if latest is None else latest.finished_at,
         "verdict_run_id": None if listed.verdict_run is None else listed.verdict_run.id,
         "latest_run_id": None if latest is None else latest.id,
@@ -761,8 +878,15 @@ def _session_detail(store: Store, session_id: str) -> SessionDetail:
     shown = listed.verdict_run or listed.latest_run
     checks: dict[str, Any] = {} if shown is None else dict(shown.result.get("checks", {}))
     return SessionDetail(
-        **_summary_fields(listed), checks=checks, runs=[_run_summary(r) for r in runs]
+        **_summary_fields(listed),
+        checks=checks,
+        runs=[_run_summary(r) for r in runs],
+        overrides=[_override(o) for o in overrides(store, session_id)],
     )
+
+
+def _override(row: OverrideRow) -> Override:
+    return Override(id=row.id, at=row.at, author=row.author, status=row.status, reason=row.reason)
 
 
 def _run_summary(run: RunRow) -> RunSummary:

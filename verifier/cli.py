@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -35,7 +36,9 @@ if TYPE_CHECKING:
     from verifier.store import Store
     from verifier.store.tokens import TokenRow
 
-format_option = click.option(
+# Typed, for the commands of other modules (verifier/cli_ops.py) that import them.
+_Option = Callable[[Callable[..., Any]], Callable[..., Any]]
+format_option: _Option = click.option(
     "--format",
     "fmt",
     type=click.Choice(["text", "json"]),
@@ -43,7 +46,7 @@ format_option = click.option(
     show_default=True,
     help="json prints one object for scripts.",
 )
-config_option = click.option(
+config_option: _Option = click.option(
     "--config",
     "config_path",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -186,18 +189,20 @@ def _ingest_one(store: Store, source: str, limit: int) -> dict[str, str]:
 def show_cmd(session_id: str, config_path: Path | None, fmt: str) -> None:
     """Show a stored session, its verification runs and the latest findings."""
     from verifier.store import NoStore, Store
+    from verifier.store.overrides import overrides as store_overrides
 
     config = Config.load(config_path)
     try:
         with Store.open(config.database_url, read_only=True) as store:
             session = store.get_session(session_id)
             runs = store.runs(session_id)
+            overrides = store_overrides(store, session_id)
     except NoStore as exc:
         raise NotFound(f"session {session_id!r} is not stored: {exc}") from None
     if fmt == "json":
-        _emit(render.dumps(render.session_dict(session, runs)))
+        _emit(render.dumps(render.session_dict(session, runs, overrides)))
     else:
-        _emit(render.session_text(session, runs))
+        _emit(render.session_text(session, runs, overrides=overrides))
 
 
 @main.command("list", short_help="Stored sessions, verdicts, done and delivered rates.")
@@ -206,19 +211,21 @@ def show_cmd(session_id: str, config_path: Path | None, fmt: str) -> None:
 def list_cmd(config_path: Path | None, fmt: str) -> None:
     """List stored sessions with their verdict, and the done and delivered rates."""
     from verifier.store import Counts, NoStore, Store
+    from verifier.store.overrides import overridden_count
 
     config = Config.load(config_path)
     try:
         with Store.open(config.database_url, read_only=True) as store:
             rows = store.sessions()
             rates = store.rates()
+            overridden = overridden_count(store)
     except NoStore as exc:
         click.echo(f"verifier: {exc}", err=True)
-        rows, rates = [], Counts()
+        rows, rates, overridden = [], Counts(), 0
     if fmt == "json":
-        _emit(render.dumps(render.listing_dict(rows, rates)))
+        _emit(render.dumps(render.listing_dict(rows, rates, overridden)))
     else:
-        _emit(render.listing_text(rows, rates))
+        _emit(render.listing_text(rows, rates, overridden=overridden))
 
 
 @main.group("config")
@@ -752,8 +759,13 @@ def entry() -> None:
 
 
 # Commands kept in modules of their own, registered last: they use this module's helpers.
+from verifier.cli_ops import register as _register_ops  # noqa: E402
+from verifier.evidence_cli import evidence_group, keys_group  # noqa: E402
 from verifier.gate_cli import gate_cmd  # noqa: E402
 from verifier.trailcmd import register as _register_trail  # noqa: E402
 
 main.add_command(gate_cmd)
+main.add_command(evidence_group)
+main.add_command(keys_group)
 _register_trail(main)
+_register_ops(main)

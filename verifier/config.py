@@ -57,6 +57,7 @@ _STRICT = ConfigDict(extra="forbid", populate_by_name=True)
 _PATH_KEYS = {
     "verifier": ("profiles_dir", "mirror_cache"),
     "repository": ("path", "python", "venv", "trusted_mirror"),
+    "evidence": ("signing_key",),
 }
 
 
@@ -229,12 +230,96 @@ class ServiceConfig:
     # Re-check delivered sessions this long after their verdict (did the branch lose the
     # change?); 0: never.
     recheck_delivered_s: Annotated[float, Field(ge=0, strict=True)] = 0.0
+    # A webhook delivery that failed is tried again after webhook_retry_base_s, then twice
+    # as long after each failure, until webhook_max_attempts attempts (then: failed).
+    webhook_retry_base_s: Seconds = 30.0
+    webhook_max_attempts: PositiveInt = 6
+    # The API's address as webhook receivers reach it: the session url in a notification.
+    public_url: Text = ""
 
     @model_validator(mode="after")
     def _cap_over_base(self) -> ServiceConfig:
         if self.retry_cap_s < self.retry_base_s:
             raise ValueError("retry_cap_s must be at least retry_base_s")
         return self
+
+
+def default_signing_key() -> Path:
+    """Where `verifier keys create` writes the evidence signing key: the user's data directory."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "verifier" / "evidence-signing-key.pem"
+
+
+def _signing_key(value: Any) -> Any:
+    return default_signing_key() if value == "" else value
+
+
+@dataclass(frozen=True, config=_STRICT)
+class EvidenceConfig:
+    """Evidence bundles (verifier/evidence.py, docs/evidence.md)."""
+
+    # The Ed25519 private key (PKCS#8 PEM, mode 0600) that signs bundles; made by
+    # `verifier keys create`. Empty: evidence-signing-key.pem in the data directory.
+    signing_key: Annotated[Path, BeforeValidator(_signing_key)] = field(
+        default_factory=default_signing_key
+    )
+
+
+WEBHOOK_EVENTS = ("silent_failure", "verdict")
+
+
+def _webhook_url(value: Any) -> Any:
+    if not isinstance(value, str) or not value.startswith(("https://", "http://")):
+        raise ValueError(f"expected an http:// or https:// url, got {value!r}")
+    if any(c in value for c in "\0\n\r ") or len(value) < len("http://x"):
+        raise ValueError(f"expected a url without spaces or line breaks, got {value!r}")
+    return value
+
+
+def _events(value: Any) -> Any:
+    if (
+        not isinstance(value, list | tuple)
+        or not value
+        or not all(isinstance(v, str) and v in WEBHOOK_EVENTS for v in value)
+    ):
+        raise ValueError(
+            f"expected a non-empty list of {', '.join(map(repr, WEBHOOK_EVENTS))}, got {value!r}"
+        )
+    return tuple(dict.fromkeys(value))
+
+
+def _env_name(value: Any) -> Any:
+    import re
+
+    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+        raise ValueError(f"expected the name of an environment variable, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True, config=_STRICT)
+class WebhookConfig:
+    """One receiver of notifications (verifier/notify.py): ``[webhooks.NAME]``.
+
+    The signing secret is read from the environment variable `secret_env` when a
+    delivery is sent; it is never written in a configuration file.
+    """
+
+    name: str
+    url: Annotated[Text, BeforeValidator(_webhook_url)]
+    secret_env: Annotated[Text, BeforeValidator(_env_name)]
+    # silent_failure: a done session found not delivered; verdict: every recorded run.
+    events: Annotated[tuple[str, ...], BeforeValidator(_events)] = ("silent_failure",)
+    timeout_s: Seconds = Field(default=5.0, alias="timeout")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_secret(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "secret" in data:
+            raise ValueError(
+                "secret: a secret is never written in a config file; set secret_env to the "
+                "name of the environment variable that holds it"
+            )
+        return data
 
 
 def _database_url(value: Any) -> Any:
@@ -273,6 +358,8 @@ class Config:
     test_result_cache: bool = True
     repositories: Mapping[str, RepositoryConfig] = field(default_factory=dict)
     service: ServiceConfig = field(default_factory=ServiceConfig)
+    evidence: EvidenceConfig = field(default_factory=EvidenceConfig)
+    webhooks: Mapping[str, WebhookConfig] = field(default_factory=dict)
     # The file the operator's settings came from; None when only the defaults apply.
     source: Path | None = None
 
@@ -304,14 +391,21 @@ class Config:
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], source: Path | None = None) -> Config:
         """Validate a TOML document whose relative paths are already resolved."""
-        unknown = set(data) - {"verifier", "repositories", "service"}
+        unknown = set(data) - {"verifier", "repositories", "service", "evidence", "webhooks"}
         if unknown:
             raise ConfigError(
-                f"unknown tables {sorted(unknown)}: expected verifier, repositories, service"
+                f"unknown tables {sorted(unknown)}: expected verifier, repositories, service, "
+                "evidence, webhooks"
             )
         main, repos = data.get("verifier", {}), data.get("repositories", {})
-        service = data.get("service", {})
-        for key, table in (("verifier", main), ("repositories", repos), ("service", service)):
+        service, evidence = data.get("service", {}), data.get("evidence", {})
+        tables_in = (
+            ("verifier", main),
+            ("repositories", repos),
+            ("service", service),
+            ("evidence", evidence),
+        )
+        for key, table in tables_in:
             if not isinstance(table, Mapping):
                 raise ConfigError(f"{key}: expected a table")
         tables = {}
@@ -319,9 +413,17 @@ class Config:
             if not isinstance(table, Mapping):
                 raise ConfigError(f"repositories.{name}: expected a table")
             tables[name] = {**_results_table(table, f"repositories.{name}.results"), "name": name}
+        hooks = _named_tables(data.get("webhooks", {}), "webhooks")
         try:
             return _CONFIG.validate_python(
-                {**main, "repositories": tables, "service": service, "source": source}
+                {
+                    **main,
+                    "repositories": tables,
+                    "service": service,
+                    "evidence": evidence,
+                    "webhooks": hooks,
+                    "source": source,
+                }
             )
         except ValidationError as exc:
             raise _config_error(exc, source) from None
@@ -394,6 +496,8 @@ def _absolute_paths(data: dict[str, Any], base: Path) -> dict[str, Any]:
     out = dict(data)
     if "verifier" in out:
         out["verifier"] = fix(out["verifier"], _PATH_KEYS["verifier"])
+    if "evidence" in out:
+        out["evidence"] = fix(out["evidence"], _PATH_KEYS["evidence"])
     if isinstance(out.get("repositories"), dict):
         out["repositories"] = {
             name: fix(table, _PATH_KEYS["repository"])
@@ -435,10 +539,22 @@ def _results_table(table: Mapping[str, Any], where: str) -> dict[str, Any]:
     return {**out, "results": "junit", "results_junit": globs}
 
 
+def _named_tables(tables: Any, key: str) -> dict[str, Any]:
+    """``[key.NAME]`` tables, each given its name."""
+    if not isinstance(tables, Mapping):
+        raise ConfigError(f"{key}: expected a table")
+    named = {}
+    for name, table in tables.items():
+        if not isinstance(table, Mapping):
+            raise ConfigError(f"{key}.{name}: expected a table")
+        named[name] = {**table, "name": name}
+    return named
+
+
 def _config_error(exc: ValidationError, source: Path | None) -> ConfigError:
     error = exc.errors()[0]
     loc = [str(part) for part in error["loc"]]
-    if loc and loc[0] not in ("repositories", "service"):
+    if loc and loc[0] not in ("repositories", "service", "evidence", "webhooks"):
         loc.insert(0, "verifier")
     problem = error["msg"]
     if error["type"] == "unexpected_keyword_argument":

@@ -176,9 +176,27 @@ def submit(
     return row, new
 
 
-def record(store: Store, verification: Verification) -> int:
-    """Append a run to the session's runs; returns its id."""
-    return store.record_run(verification)
+def record(
+    store: Store,
+    verification: Verification,
+    config: Config | None = None,
+    *,
+    reason: str | None = None,
+    job_id: int | None = None,
+    worker: str | None = None,
+    guard: Callable[[Connection], bool] | None = None,
+) -> int:
+    """Append a run to the session's runs; returns its id. The one place runs are
+    recorded: the configured webhooks are then notified (`verifier.notify`), which
+    never fails the run."""
+    run_id = store.record_run(
+        verification, reason=reason, job_id=job_id, worker=worker, guard=guard
+    )
+    if config is not None and config.webhooks:
+        from verifier.notify import notify_run
+
+        notify_run(store, config, verification, run_id)
+    return run_id
 
 
 def verify_report(
@@ -241,7 +259,7 @@ def verify_report(
 
         if db is None:
             return Outcome(verification, None, "not stored (--no-store)")
-        run_id, note = db.record(verification)
+        run_id, note = db.record(verification, config)
         return Outcome(verification, run_id, note)
     finally:
         if db is not None:
@@ -285,8 +303,8 @@ def verify_session(
         test_cache=db if config.test_result_cache else None,
         repo_problem=repo_problem,
     )
-    run_id = store.record_run(
-        verification, reason=reason, job_id=job_id, worker=worker, guard=guard
+    run_id = record(
+        store, verification, config, reason=reason, job_id=job_id, worker=worker, guard=guard
     )
     db.save_digests()
     from verifier.metrics import observe_run  # this process's /metrics histogram
@@ -518,12 +536,12 @@ class _Database:
         with contextlib.suppress(InfrastructureError):
             TestResults(store).put(key, session_id, result)
 
-    def record(self, verification: Verification) -> tuple[int | None, str]:
+    def record(self, verification: Verification, config: Config) -> tuple[int | None, str]:
         store = self.store()
         if store is None:
             return None, f"not stored: {self._problem}"
         try:
-            run_id = record(store, verification)
+            run_id = record(store, verification, config)
         except InfrastructureError as exc:
             return None, f"not stored: {exc}"
         self.save_digests()

@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # the store loads SQLAlchemy, rich costs an import: neither i
     from verifier.adapters import Inventory, Scan, Shadow
     from verifier.profiles import Action
     from verifier.store import Counts, Listed, RunRow, SessionRow
+    from verifier.store.overrides import OverrideRow
 
 VERDICT_STYLE = {
     DeliveryStatus.DELIVERED.value: "bold green",
@@ -187,6 +188,15 @@ def rates_line(rates: Counts) -> str:
     )
 
 
+def overridden_line(overridden: int) -> str:
+    """What the rates count: the computed verdicts, never a person's override."""
+    return (
+        f"the rates count computed verdicts: {overridden} "
+        f"session{' carries' if overridden == 1 else 's carry'} a person's override, "
+        "shown beside the verdict and not counted"
+    )
+
+
 def run_dict(run: RunRow) -> dict[str, Any]:
     return {
         "id": run.id,
@@ -198,22 +208,33 @@ def run_dict(run: RunRow) -> dict[str, Any]:
     }
 
 
-def session_dict(session: SessionRow, runs: Sequence[RunRow]) -> dict[str, Any]:
+def session_dict(
+    session: SessionRow, runs: Sequence[RunRow], overrides: Sequence[OverrideRow] = ()
+) -> dict[str, Any]:
     """A stored session and all its runs, for ``show --format json``.
 
     `delivery_status` is the latest conclusive verdict (or the latest run's status
-    when there is none, or ``pending``); `latest_run` is the latest run.
+    when there is none, or ``pending``); `latest_run` is the latest run;
+    `override_status` a person's standing override, `effective_status` the
+    override or else the computed verdict, `overrides` every override, oldest first.
     """
     data = {k: _iso(v) if isinstance(v, datetime) else v for k, v in asdict(session).items()}
     conclusive = [r for r in runs if r.delivery_status is not DeliveryStatus.INCONCLUSIVE]
     verdict = conclusive[-1] if conclusive else (runs[-1] if runs else None)
     data["delivery_status"] = verdict.delivery_status.value if verdict else "pending"
+    data["effective_status"] = session.override_status or data["delivery_status"]
+    data["overrides"] = [o.to_dict() for o in overrides]
     data["latest_run"] = run_dict(runs[-1]) if runs else None
     data["runs"] = [run_dict(run) for run in runs]
     return data
 
 
-def session_text(session: SessionRow, runs: Sequence[RunRow], width: int | None = None) -> str:
+def session_text(
+    session: SessionRow,
+    runs: Sequence[RunRow],
+    width: int | None = None,
+    overrides: Sequence[OverrideRow] = (),
+) -> str:
     from rich.table import Table
 
     console, out = _console(width)
@@ -230,6 +251,7 @@ def session_text(session: SessionRow, runs: Sequence[RunRow], width: int | None 
     )
     if not runs:
         console.print("  never verified: run `verifier verify` on its report")
+        _overrides_text(console, session, overrides)
         return out.getvalue()
     names = list(dict.fromkeys(name for run in runs for name in run.checks))
     table = Table("run", "verified at", "verdict", *names, "findings")
@@ -248,10 +270,27 @@ def session_text(session: SessionRow, runs: Sequence[RunRow], width: int | None 
     shown = next(r for r in reversed(runs) if r.delivery_status.value == data["delivery_status"])
     for finding in shown.findings:
         console.print(f"  - [bold]{esc(finding.code)}[/bold] {esc(finding.message)}")
+    _overrides_text(console, session, overrides)
     return out.getvalue()
 
 
-def listing_dict(rows: Sequence[Listed], rates: Counts) -> dict[str, Any]:
+def _overrides_text(
+    console: Console, session: SessionRow, overrides: Sequence[OverrideRow]
+) -> None:
+    """The override standing beside the computed verdict, and every override made."""
+    if session.override_status is not None:
+        console.print(
+            f"  override: {verdict_text(session.override_status)} "
+            "(a person's verdict; the computed one above stands beside it)"
+        )
+    for o in overrides:
+        console.print(
+            f"  - {_iso(o.at)} {_escape(o.author)}: {o.status.replace('_', ' ')}: "
+            f"{_escape(o.reason)}"
+        )
+
+
+def listing_dict(rows: Sequence[Listed], rates: Counts, overridden: int = 0) -> dict[str, Any]:
     def first(run: RunRow | None) -> dict[str, Any] | None:
         return run.findings[0].to_dict() if run is not None and run.findings else None
 
@@ -262,6 +301,8 @@ def listing_dict(rows: Sequence[Listed], rates: Counts) -> dict[str, Any]:
                 "agent_status": row.session.raw_status,
                 "done": row.session.done,
                 "delivery_status": row.delivery_status,
+                "override_status": row.session.override_status,
+                "effective_status": row.effective_status,
                 "first_finding": first(row.verdict_run or row.latest_run),
                 "verified_at": _iso(row.verdict_run.finished_at) if row.verdict_run else None,
                 "latest_run": None
@@ -274,7 +315,7 @@ def listing_dict(rows: Sequence[Listed], rates: Counts) -> dict[str, Any]:
             }
             for row in rows
         ],
-        "rates": rates.to_dict(),
+        "rates": {**rates.to_dict(), "verdicts": "computed", "overridden": overridden},
     }
 
 
@@ -299,7 +340,9 @@ def session_row(
     )
 
 
-def listing_text(rows: Sequence[Listed], rates: Counts, width: int | None = None) -> str:
+def listing_text(
+    rows: Sequence[Listed], rates: Counts, width: int | None = None, overridden: int = 0
+) -> str:
     console, out = _console(width)
     table = sessions_table()
     for row in rows:
@@ -317,9 +360,12 @@ def listing_text(rows: Sequence[Listed], rates: Counts, width: int | None = None
         latest = row.latest_run
         if latest is not None and row.verdict_run is not None and latest.id != row.verdict_run.id:
             cells[3] += f" [dim](latest run {latest.delivery_status.value.replace('_', ' ')})[/dim]"
+        if row.session.override_status is not None:
+            cells[3] += f" [bold]overridden: {row.session.override_status.replace('_', ' ')}[/bold]"
         table.add_row(*cells)
     console.print(table)
     console.print(rates_line(rates))
+    console.print(overridden_line(overridden))
     return out.getvalue()
 
 

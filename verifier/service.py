@@ -345,7 +345,7 @@ class Background:
 
     def maintain(self) -> dict[str, int]:
         """The periodic work of the in-process mode (SQLite)."""
-        from verifier.worker import requeue
+        from verifier.worker import requeue, retry_webhooks
 
         queue = self.queue
         assert isinstance(queue, LocalQueue) and self.runtime is not None
@@ -353,7 +353,8 @@ class Background:
             return {}
 
         try:
-            return requeue(self.runtime.store, queue, self.runtime.config.service)
+            queued = requeue(self.runtime.store, queue, self.runtime.config.service)
+            return {**queued, **retry_webhooks(self.runtime)}
         except Exception:
             log.exception("periodic work failed")
             return {}

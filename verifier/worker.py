@@ -339,10 +339,24 @@ def build_app(runtime: Runtime, queue: Queue) -> App:
     async def maintenance_task(timestamp: int) -> dict[str, int]:
         stalled = await retry_stalled(app, runtime.config.service.stalled_after_s)
         queued = await asyncio.to_thread(requeue, runtime.store, queue, runtime.config.service)
-        return {"stalled": stalled, **queued}
+        sent = await asyncio.to_thread(retry_webhooks, runtime)
+        return {"stalled": stalled, **queued, **sent}
 
     del verify_task, maintenance_task  # registered on the app
     return app
+
+
+def retry_webhooks(runtime: Runtime) -> dict[str, int]:
+    """The periodic work's webhook round: due deliveries attempted (`verifier.notify`)."""
+    if not runtime.config.webhooks:
+        return {}
+    from verifier.notify import retry_due
+
+    try:
+        return retry_due(runtime.store, runtime.config)
+    except Exception:  # a webhook round never stops the periodic work
+        log.exception("webhooks: the retry round failed")
+        return {}
 
 
 async def retry_stalled(app: App, stalled_after_s: float) -> int:

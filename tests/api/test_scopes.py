@@ -22,6 +22,8 @@ ENDPOINTS = [
     ("GET", "/v1/sessions", "read", 200),
     ("GET", "/v1/sessions/s-known", "read", 200),
     ("POST", "/v1/sessions/s-known/verify", "admin", 202),
+    ("POST", "/v1/sessions/s-known/override", "admin", 200),
+    ("GET", "/v1/export/sessions", "export", 200),
     ("GET", "/v1/stats", "read", 200),
     ("GET", "/metrics", "read", 200),
     ("GET", "/v1/rejected", "admin", 200),
@@ -65,6 +67,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient
 def call(client: TestClient, method: str, path: str, headers: dict[str, str]) -> int:
     # Every POST /v1/sessions is a new report, so an allowed one is always a 202.
     body = make_report_bytes(f"s-{new_token()[4:16]}") if path == "/v1/sessions" else None
+    if path.endswith("/override"):
+        body = b'{"status": "cleared", "reason": "scopes"}'
+        headers = {**headers, "Content-Type": "application/json"}
     return client.request(method, path, content=body, headers=headers).status_code
 
 

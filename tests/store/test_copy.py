@@ -23,6 +23,8 @@ from verifier.findings import CheckResult, CheckStatus, DeliveryStatus, Finding,
 from verifier.store import Store
 from verifier.store.maintenance import CopyMismatch, _Hasher, copy_store, prune
 from verifier.store.models import Base, TestResultCacheModel, TokenModel
+from verifier.store.overrides import record_override
+from verifier.store.webhooks import NewDelivery, add_deliveries
 
 T0 = datetime(2026, 11, 29, 10, 5, tzinfo=UTC)
 TABLES = [t.name for t in Base.metadata.sorted_tables]
@@ -62,7 +64,7 @@ def run_of(session_id: str, status: CheckStatus, excerpt: str = "1 passed") -> V
 def fill(url: str, sessions: int = 12) -> None:
     """A store with a row in every table: sessions with changes and runs, one pruned report,
     a rejected report, blob digests (ids that sort differently by collation), a token, a
-    cached test result and admin-log entries."""
+    cached test result, admin-log entries, an override and a webhook delivery."""
     change = {
         "path": "calc.py",
         "action": "create",
@@ -93,6 +95,12 @@ def fill(url: str, sessions: int = 12) -> None:
                     key="e" * 64, session_id="s-001", result={"passed": 2, "é": [1.5]}
                 )
             )
+        record_override(store, "s-000", status="delivered", reason="é: moved", author="cli:t")
+        add_deliveries(
+            store,
+            [NewDelivery("ops", "https://h.example/x", "verdict", "s-000", 1, b'{"a":1}')],
+            T0,
+        )
         prune(store, datetime(2026, 11, 2, tzinfo=UTC), actor="cli:test")
 
 

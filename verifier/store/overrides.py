@@ -10,10 +10,10 @@ untouched: the stats count computed verdicts; a merge gate reads
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, func, select
 
 from verifier.errors import BadRequest, NotFound
 from verifier.store.models import AdminLogModel, SessionModel, VerdictOverrideModel
@@ -96,13 +96,35 @@ def overrides(store: Store, session_id: str) -> list[OverrideRow]:
         return [_row(m) for m in models]
 
 
-def overridden_count(store: Store) -> int:
-    """How many sessions carry a standing override (the stats say they count none)."""
+def overridden_count(
+    store: Store,
+    *,
+    day_from: date | None = None,
+    day_to: date | None = None,
+    agent: str | None = None,
+    model: str | None = None,
+    repo: str | None = None,
+) -> int:
+    """How many sessions carry a standing override (the stats say they count none), of
+    those `Store.stats` counts with the same arguments: ended from `day_from` to `day_to`
+    (UTC days, both included), of one agent, model ('' for none) or repository."""
+    conditions: list[ColumnElement[bool]] = [SessionModel.override_status.is_not(None)]
+    if agent is not None:
+        conditions.append(SessionModel.agent_name == agent)
+    if model is not None:
+        conditions.append(func.coalesce(SessionModel.agent_model, "") == model)
+    if repo is not None:
+        conditions.append(SessionModel.repo_name == repo)
+    if day_from is not None:
+        conditions.append(SessionModel.ended_at >= _day_start(day_from))
+    if day_to is not None:
+        conditions.append(SessionModel.ended_at < _day_start(day_to + timedelta(days=1)))
     with store._transaction() as session:
-        return int(
-            session.scalar(select(func.count()).where(SessionModel.override_status.is_not(None)))
-            or 0
-        )
+        return int(session.scalar(select(func.count()).where(*conditions)) or 0)
+
+
+def _day_start(day: date) -> datetime:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
 
 
 def _row(model: VerdictOverrideModel) -> OverrideRow:

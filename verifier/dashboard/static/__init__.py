@@ -1,0 +1,1 @@
+"""The dashboard's stylesheet and icon (package data)."""

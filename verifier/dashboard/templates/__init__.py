@@ -1,0 +1,1 @@
+"""The dashboard's Jinja2 templates (package data)."""

@@ -1,0 +1,135 @@
+"""`verifier export sessions` and ``GET /v1/export/sessions``: every matching session, one
+row each, for BI tools. The row shape lives here, for both faces.
+
+Rows are read a page of `MAX_PAGE` at a time through `Store.find_sessions` (its
+cursor keeps the order stable while sessions are added) and written as they
+come: no export ever holds every row. Both verdicts are exported: the computed
+`delivery_status`, a person's `override_status`, and `effective_status`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from verifier.errors import BadRequest
+
+if TYPE_CHECKING:
+    from verifier.store import Listed, SessionFilter, Store
+
+FORMATS = ("csv", "jsonl")
+MEDIA_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson"}
+COLUMNS = (
+    "session_id",
+    "agent",
+    "agent_version",
+    "model",
+    "repo",
+    "base_commit",
+    "head_commit",
+    "branch",
+    "agent_status",
+    "done",
+    "started_at",
+    "ended_at",
+    "delivery_status",
+    "override_status",
+    "effective_status",
+    "verdict_run_id",
+    "verified_at",
+    "first_finding_code",
+    "report_sha256",
+)
+# A spreadsheet reads a cell starting with one of these as a formula (CSV injection).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat().replace("+00:00", "Z")
+
+
+def row(listed: Listed) -> dict[str, Any]:
+    """One session's export row, keyed by `COLUMNS`."""
+    s = listed.session
+    shown = listed.verdict_run or listed.latest_run
+    first = shown.findings[0].code if shown is not None and shown.findings else None
+    return {
+        "session_id": s.session_id,
+        "agent": s.agent_name,
+        "agent_version": s.agent_version,
+        "model": s.agent_model,
+        "repo": s.repo_name,
+        "base_commit": s.base_commit,
+        "head_commit": s.head_commit,
+        "branch": s.branch,
+        "agent_status": s.status,
+        "done": s.done,
+        "started_at": _iso(s.started_at),
+        "ended_at": _iso(s.ended_at),
+        "delivery_status": listed.delivery_status,
+        "override_status": s.override_status,
+        "effective_status": listed.effective_status,
+        "verdict_run_id": None if listed.verdict_run is None else listed.verdict_run.id,
+        "verified_at": None if listed.verdict_run is None else _iso(listed.verdict_run.finished_at),
+        "first_finding_code": first,
+        "report_sha256": s.report_sha256,
+    }
+
+
+def sessions(store: Store, filters: SessionFilter) -> Iterator[Listed]:
+    """Every session `filters` keep, newest ended first, read one page at a time."""
+    from verifier.store.db import MAX_PAGE
+
+    cursor: str | None = None
+    while True:
+        page = store.find_sessions(filters, limit=MAX_PAGE, cursor=cursor)
+        yield from page.items
+        if page.next_cursor is None:
+            return
+        cursor = page.next_cursor
+
+
+def safe_cell(value: Any) -> str:
+    """A CSV cell no spreadsheet runs as a formula: such text gets a leading ``'``."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = str(value)
+    return "'" + text if text.startswith(_FORMULA_START) else text
+
+
+def csv_lines(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
+    """The header, then one CSV line per row (RFC 4180, CRLF)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+
+    def take() -> str:
+        text = buffer.getvalue()
+        buffer.seek(0)
+        buffer.truncate()
+        return text
+
+    writer.writerow(COLUMNS)
+    yield take()
+    for item in rows:
+        writer.writerow([safe_cell(item[c]) for c in COLUMNS])
+        yield take()
+
+
+def jsonl_lines(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
+    """One JSON object per line, keys in `COLUMNS` order."""
+    for item in rows:
+        yield json.dumps(item, ensure_ascii=False) + "\n"
+
+
+def lines(store: Store, filters: SessionFilter, fmt: str) -> Iterator[str]:
+    """The export of `filters` in `fmt` (csv, jsonl), produced as it is read."""
+    if fmt not in FORMATS:
+        raise BadRequest("format", f"must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    rows = (row(listed) for listed in sessions(store, filters))
+    return csv_lines(rows) if fmt == "csv" else jsonl_lines(rows)
