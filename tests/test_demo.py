@@ -74,11 +74,15 @@ def test_demo_trails_and_page(tmp_path: Path, capsys) -> None:  # type: ignore[n
     for v in verifications:
         assert v.session_id in page
     assert page.count(">not delivered<") == 7 and page.count(">delivered<") == 2
-    # Self-contained: nothing fetched, nothing run.
-    assert not re.search(r"(src|href)=|<script|<link|@import|https?://", page)
+    assert '<span class="value" id="silent-failures">6</span>' in page
+    assert "verifier serve" in page and "token create --scope read" in page
+    # Self-contained: the dashboard's stylesheet inlined, nothing fetched, nothing run.
+    assert ".figure .value.delivered" in page
+    assert not re.search(r"(src|href|action)=|<script|<link|@import|url\(", page)
 
     # What it shows is escaped.
     hostile = {verifications[0].session_id: '<img src=x onerror="alert(1)">'}
     rates = {"sessions": 1, "done": 1, "delivered": 0, "done_rate": 1.0, "delivered_rate": 0.0}
-    escaped = demo_page.render(verifications[:1], rates, hostile)
-    assert "<img" not in escaped and "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in escaped
+    escaped = demo_page.render(verifications[:1], rates, hostile, ["<b>"])
+    assert "<b>" not in escaped and "&lt;b&gt;" in escaped
+    assert "<img" not in escaped and "&lt;img src=x onerror=&#34;alert(1)&#34;&gt;" in escaped

@@ -453,8 +453,17 @@ def run(workdir: Path, fmt: str = "text", model: Model | None = None) -> list[Ve
         verifications.append(outcome.verification)
     rates = _rates(verifications)
     stories = {s.session_id: s.story for s in SCENARIOS}
-    page_path = workdir / "index.html"
-    page_path.write_text(page.render(verifications, rates, stories), encoding="utf-8")
+    rel = os.path.relpath(workdir)
+    command = os.path.relpath(Path(sys.executable).with_name("verifier"))
+    cfg = f"--config {rel}/verifier.toml"
+    browse = [
+        f"{command} token create --scope read --name demo {cfg}   (prints a token)",
+        f"{command} serve {cfg}",
+        "then open http://127.0.0.1:8080/ and paste the token",
+    ]
+    (workdir / "index.html").write_text(
+        page.render(verifications, rates, stories, browse), encoding="utf-8"
+    )
     if fmt == "json":
         sys.stdout.write(
             render.dumps({"sessions": [v.to_dict() for v in verifications], "rates": rates})
@@ -477,9 +486,6 @@ def run(workdir: Path, fmt: str = "text", model: Model | None = None) -> list[Ve
         f"delivered rate [bold]{rates['delivered_rate']:.0%}[/bold] "
         f"({rates['delivered']} of {rates['sessions']})"
     )
-    rel = os.path.relpath(workdir)
-    command = os.path.relpath(Path(sys.executable).with_name("verifier"))
-    cfg = f"--config {rel}/verifier.toml"
     console.print(
         f"[dim]stored in {rel}/verifier.sqlite3; try: {command} verify "
         f"{rel}/reports/{reports[2].name} {cfg}[/dim]",
@@ -487,12 +493,7 @@ def run(workdir: Path, fmt: str = "text", model: Model | None = None) -> list[Ve
     )
     console.print(f"the same view as a page: {rel}/index.html", soft_wrap=True)
     console.print(
-        "browse it live: "
-        f"{command} token create --scope read --name demo {cfg}   (prints a token)\n"
-        f"                {command} serve {cfg}\n"
-        "                then open http://127.0.0.1:8080/ and paste the token",
-        soft_wrap=True,
-        highlight=False,
+        "browse it live: " + "\n                ".join(browse), soft_wrap=True, highlight=False
     )
     sys.stdout.write(out.getvalue())
     return verifications
