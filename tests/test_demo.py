@@ -62,6 +62,9 @@ def test_demo_trails_and_page(tmp_path: Path, capsys) -> None:  # type: ignore[n
     printed = capsys.readouterr().out
     assert "verifier serve" in printed and "token create --scope read" in printed
     assert "http://127.0.0.1:8080/" in printed and "index.html" in printed
+    # The commands printed read the demo's store from any folder.
+    demo_store = f"sqlite:///{(tmp_path / 'out' / 'verifier.sqlite3').resolve()}"
+    assert Config.load(tmp_path / "out" / "verifier.toml", environ={}).database_url == demo_store
 
     for scenario in demo.SCENARIOS:
         trail = tmp_path / "out" / "trails" / f"{scenario.session_id}.jsonl"

@@ -12,6 +12,7 @@ reports, so the store keeps one session each and adds a run.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -379,10 +380,12 @@ def build(workdir: Path, runner: Runner | None = None) -> tuple[Path, list[Path]
         path.write_bytes(dumps(report))
         paths.append(path)
     config = workdir / "verifier.toml"
+    database_url = f"sqlite:///{workdir / 'verifier.sqlite3'}"
     config.write_text(
         "# The demo's own configuration: its store lives in this folder, never the user's.\n"
         "[verifier]\n"
-        'database_url = "sqlite:///verifier.sqlite3"\n'
+        # Absolute: a command given --config from any folder reads the demo's store.
+        f"database_url = {json.dumps(database_url)}\n"
         "test_timeout = 120\n\n"
         "[repositories.calc]\n"
         'path = "repo"\n'
