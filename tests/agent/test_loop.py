@@ -376,3 +376,12 @@ def test_a_checkpoint_sees_a_same_size_edit_made_in_the_tick_the_index_was_writt
         os.utime(calc, (tick, tick))  # same size, same mtime: only the content differs
         tree = checkpoint(repo.path).removeprefix("tree:")
         assert repo.git("show", f"{tree}:calc.py").strip() == calc.read_text().strip()
+
+
+def test_a_reply_with_no_content_ends_error(repo: GitRepo) -> None:
+    blocked = types.GenerateContentResponse.model_validate(
+        {"candidates": [{"finishReason": "SAFETY", "index": 0}]}
+    )
+    session = run_session(repo.path, "s-blocked", "Fix.", ScriptedModel([blocked]))
+    assert session.status == "error"
+    assert "SAFETY" in session.ending.reason

@@ -16,7 +16,7 @@ The loop ends with the status it really reached (the contract's vocabulary):
 `Limits.max_turns` replies, ``budget_exhausted`` once the tokens used pass
 `Limits.token_budget`, ``timeout`` past `Limits.max_seconds`,
 ``loop_detected`` at the third identical call in a row, ``error`` when the
-model cannot be reached. A call stopped by one of these is denied, so the
+model cannot be reached or replies with no content. A call stopped by one of these is denied, so the
 trail still holds one entry per call the model made.
 """
 
@@ -39,7 +39,7 @@ from verifier import resources
 from verifier.agent import tools as toolbox
 from verifier.agent.model import Model
 from verifier.errors import InfrastructureError
-from verifier.profiles import load_profile
+from verifier.profiles import Profile, load_profile
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +96,9 @@ class Loop:
             except InfrastructureError as exc:
                 log.warning("the model could not answer: %s", exc)
                 return Ending("error", str(exc))
+            if not response.candidates or response.candidates[0].content is None:
+                reason = response.candidates[0].finish_reason if response.candidates else None
+                return Ending("error", f"got a reply with no content (finish reason {reason})")
             calls = rec.reply(response)
             if not calls:
                 return Ending("done", "the model answered without a call")
@@ -185,5 +188,5 @@ def _truncated(tool: toolbox.Tool, root: Path, limit: int, args: Mapping[str, An
 
 
 @functools.cache
-def _default_profile() -> Any:
+def _default_profile() -> Profile:
     return load_profile(resources.profiles_dir(), "default")
