@@ -16,6 +16,7 @@ re-chains the trail the way such a harness would write it.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import subprocess
 import tempfile
@@ -140,6 +141,7 @@ def run_session(
     clock: Callable[[], datetime] | None = None,
     elapsed: Callable[[], float] | None = None,
     trail: Path | None = None,
+    repo_name: str = "calc",
 ) -> Session:
     """Record one session of `model` working on `task` in the working tree `root`.
 
@@ -148,11 +150,12 @@ def run_session(
     in the working tree. `status_when_done` is the word the harness uses for
     ``done`` (``terminé`` for a French one). `start` or `clock` gives the
     trail's times, `elapsed` the loop's seconds. The trail is written to
-    `trail`, or to a temporary file removed once the report is made.
+    `trail`, or to a temporary file removed once the report is made;
+    `repo_name` is the repository's name in the verifier's configuration.
     """
     limits = limits or Limits()
     if max_turns is not None:
-        limits = Limits(max_turns, limits.token_budget, limits.max_seconds)
+        limits = dataclasses.replace(limits, max_turns=max_turns)
     loop = Loop(
         model,
         tools=dict(tools),
@@ -166,7 +169,7 @@ def run_session(
             root,
             session_id=session_id,
             agent=Agent(AGENT_NAME, version=AGENT_VERSION, model=model.name),
-            repo_name="calc",
+            repo_name=repo_name,
             trail=path,
             task=task,
             branch=f"agent/{session_id}",
