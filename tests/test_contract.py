@@ -212,7 +212,7 @@ def test_a_lone_surrogate_names_its_field(report: dict[str, Any]) -> None:
 
 
 def test_a_surrogate_pair_escape_is_fine(report: dict[str, Any]) -> None:
-    raw = to_bytes(report).replace(b'"Fix subtract."', b'"Fix \\ud83d\\ude00"', 1)
+    raw = to_bytes(report).replace(b'"task": "Fix subtract."', b'"task": "Fix \\ud83d\\ude00"', 1)
     assert parse_report(raw).doc.task == "Fix \U0001f600"
 
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
-from verifier import demo
+from audit.recorder import dumps
+from audit.trailfile import check_trail_file
+from verifier import demo, demo_page
 from verifier.config import Config
 from verifier.store import Store
 
@@ -31,6 +34,9 @@ def test_demo_verdicts_rates_and_a_deterministic_second_run(tmp_path: Path, caps
     assert got == EXPECTED
     printed = json.loads(capsys.readouterr().out)
     assert printed["rates"]["done"] == 8 and printed["rates"]["delivered"] == 2
+    # The whole-file write agrees with every hash and the tests: only the replay sees it.
+    whole = next(v for v in first if v.session_id == "demo-08-whole-file")
+    assert {name for name, check in whole.checks.items() if check.findings} == {"replay"}
 
     reports = sorted((tmp_path / "out" / "reports").glob("*.json"))
     before = {p.name: p.read_bytes() for p in reports}
@@ -40,5 +46,46 @@ def test_demo_verdicts_rates_and_a_deterministic_second_run(tmp_path: Path, caps
     with Store.open(f"sqlite:///{tmp_path / 'out' / 'verifier.sqlite3'}") as store:
         assert store.rates().total == 9
         assert len(store.runs("demo-01-delivered")) == 2
+        # Each report is the recorder's bytes, stored as they were written.
+        for path in reports:
+            raw = path.read_bytes()
+            assert raw == dumps(json.loads(raw))
+            assert store.report_bytes(path.stem) == raw
     # Never the store the environment names: the demo leaves no trace outside its folder.
     assert not Path(Config.load().database_url.removeprefix("sqlite:///")).exists()
+
+
+def test_demo_trails_and_page(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Each session's trail is on disk and whole; the buggy harness of demo-05 rewrote its
+    own, re-chained, so the file alone looks sound; the page is the same view, standalone."""
+    verifications = demo.run(tmp_path / "out", "text")
+    printed = capsys.readouterr().out
+    assert "verifier serve" in printed and "token create --scope read" in printed
+    assert "http://127.0.0.1:8080/" in printed and "index.html" in printed
+    # The commands printed read the demo's store from any folder.
+    demo_store = f"sqlite:///{(tmp_path / 'out' / 'verifier.sqlite3').resolve()}"
+    assert Config.load(tmp_path / "out" / "verifier.toml", environ={}).database_url == demo_store
+
+    for scenario in demo.SCENARIOS:
+        trail = tmp_path / "out" / "trails" / f"{scenario.session_id}.jsonl"
+        check = check_trail_file(trail, session_id=scenario.session_id)
+        assert check.exit_code == 0, check.as_dict()
+    gap = (tmp_path / "out" / "trails" / "demo-05-audit-gap.jsonl").read_text()
+    assert '"call_id":"c1"' in gap and '"call_id":"c2"' not in gap
+
+    page = (tmp_path / "out" / "index.html").read_text(encoding="utf-8")
+    for v in verifications:
+        assert v.session_id in page
+    assert page.count(">not delivered<") == 7 and page.count(">delivered<") == 2
+    assert '<span class="value" id="silent-failures">6</span>' in page
+    assert "verifier serve" in page and "token create --scope read" in page
+    # Self-contained: the dashboard's stylesheet inlined, nothing fetched, nothing run.
+    assert ".figure .value.delivered" in page
+    assert not re.search(r"(src|href|action)=|<script|<link|@import|url\(", page)
+
+    # What it shows is escaped.
+    hostile = {verifications[0].session_id: '<img src=x onerror="alert(1)">'}
+    rates = {"sessions": 1, "done": 1, "delivered": 0, "done_rate": 1.0, "delivered_rate": 0.0}
+    escaped = demo_page.render(verifications[:1], rates, hostile, ["<b>"])
+    assert "<b>" not in escaped and "&lt;b&gt;" in escaped
+    assert "<img" not in escaped and "&lt;img src=x onerror=&#34;alert(1)&#34;&gt;" in escaped

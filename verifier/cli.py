@@ -586,12 +586,18 @@ def token_revoke_cmd(token_id: int, config_path: Path | None, fmt: str) -> None:
     show_default=True,
     help="Where the sample repository, reports and store are written (a folder the demo made).",
 )
+@click.option(
+    "--live",
+    is_flag=True,
+    help="The scenarios' tasks done by the real Gemini API (GEMINI_API_KEY, GEMINI_MODEL).",
+)
 @format_option
-def demo_cmd(workdir: Path, fmt: str) -> None:
+def demo_cmd(workdir: Path, live: bool, fmt: str) -> None:
     """Build a sample repository and sessions, verify them, and compare done with delivered."""
     from verifier import demo
+    from verifier.agent.model import gemini_from_env
 
-    demo.run(workdir, fmt)
+    demo.run(workdir, fmt, gemini_from_env() if live else None)
 
 
 @main.group("report")

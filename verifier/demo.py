@@ -19,10 +19,17 @@ import shutil
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from audit import canonicalize
+from audit.recorder import dumps
+from verifier import demo_page as page
 from verifier import render
+from verifier.agent.loop import Limits
+from verifier.agent.model import Model
+from verifier.agent.tools import command_argv
 from verifier.config import Config
 from verifier.errors import ConfigError, SessionConflict
 from verifier.findings import DeliveryStatus, Verification
@@ -77,6 +84,8 @@ TASK = "Make the test suite pass."
 BUGGY = "    return a + b\n"
 FIXED = "    return a - b\n"
 PYTEST = ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+#: A live session's bounds: the loop's turns, a token budget, a wall-clock limit.
+LIVE_LIMITS = Limits(max_turns=25, token_budget=400_000, max_seconds=300)
 
 
 def _fix(call_id: str = "c2") -> list[Any]:
@@ -101,15 +110,23 @@ def _fix(call_id: str = "c2") -> list[Any]:
 
 @dataclass(frozen=True)
 class Scenario:
+    """One sample session: its id, what goes wrong, its task, and the harness that runs it.
+
+    `build` runs the session (working tree, id, task, trail's path) and returns the
+    report; a silent failure's harness has a faulty tool or edits what it
+    recorded, as a buggy harness would, and records faithfully what it did.
+    """
+
     session_id: str
     story: str
-    build: Callable[[Path, str], dict[str, Any]]
+    task: str
+    build: Callable[[Path, str, str, Path], dict[str, Any]]
 
 
 def _run_command(root: Path, args: Mapping[str, Any]) -> dict[str, Any]:
     """run_command as the demo's harness runs it: `python` is this interpreter, and the
     output carries no durations, so the reports are the same on every machine and run."""
-    argv = [sys.executable if a == "python" else a for a in args["command"]]
+    argv = [sys.executable if a == "python" else a for a in command_argv(args)]
     response = DEFAULT_TOOLS["run_command"](root, {**args, "command": argv})
     response["output"] = re.sub(r" in \d+\.\d+s\b", "", response["output"])
     return response
@@ -118,11 +135,12 @@ def _run_command(root: Path, args: Mapping[str, Any]) -> dict[str, Any]:
 TOOLS: dict[str, Tool] = {**DEFAULT_TOOLS, "run_command": _run_command}
 
 
-def _delivered(root: Path, sid: str) -> dict[str, Any]:
-    return run_session(root, sid, TASK, ScriptedModel(_fix()), commit=True, tools=TOOLS).report()
+def _delivered(root: Path, sid: str, task: str, trail: Path) -> dict[str, Any]:
+    model = ScriptedModel(_fix())
+    return run_session(root, sid, task, model, commit=True, tools=TOOLS, trail=trail).report()
 
 
-def _missing_file(root: Path, sid: str) -> dict[str, Any]:
+def _missing_file(root: Path, sid: str, task: str, trail: Path) -> dict[str, Any]:
     """The new test file is written but `git commit -a` leaves untracked files out."""
     turns = [
         *_fix()[:2],
@@ -137,7 +155,7 @@ def _missing_file(root: Path, sid: str) -> dict[str, Any]:
         ),
         model_turn("Fixed subtract() and added a test."),
     ]
-    session = run_session(root, sid, TASK + " Add a test.", ScriptedModel(turns))
+    session = run_session(root, sid, task, ScriptedModel(turns), trail=trail)
     agent_git(root, "commit", "-q", "-a", "-m", "agent: fix subtract")
     session.head_commit = agent_git(root, "rev-parse", "HEAD").decode().strip()
     return session.report()
@@ -153,11 +171,10 @@ def _off_by_one(root: Path, args: Mapping[str, Any]) -> dict[str, Any]:
     return {"ok": True}
 
 
-def _wrong_range(root: Path, sid: str) -> dict[str, Any]:
+def _wrong_range(root: Path, sid: str, task: str, trail: Path) -> dict[str, Any]:
     tools: dict[str, Tool] = {**TOOLS, "replace_lines": _off_by_one}
-    session = run_session(
-        root, sid, TASK, ScriptedModel(_fix()[:2] + _fix()[3:]), tools=tools, commit=True
-    )
+    model = ScriptedModel(_fix()[:2] + _fix()[3:])
+    session = run_session(root, sid, task, model, tools=tools, commit=True, trail=trail)
     # The agent claims the file it meant to write: the fix on line 6.
     intended = CALC.replace("def subtract(a, b):\n" + BUGGY, "def subtract(a, b):\n" + FIXED)
     claims = session.claims()
@@ -165,7 +182,7 @@ def _wrong_range(root: Path, sid: str) -> dict[str, Any]:
     return session.report(claims=claims)
 
 
-def _tests_fail(root: Path, sid: str) -> dict[str, Any]:
+def _tests_fail(root: Path, sid: str, task: str, trail: Path) -> dict[str, Any]:
     turns = [
         model_turn(call("read_file", "c1", path="calc.py")),
         model_turn(
@@ -181,36 +198,38 @@ def _tests_fail(root: Path, sid: str) -> dict[str, Any]:
         ),
         model_turn("Fixed subtract()."),
     ]
-    return run_session(root, sid, TASK, ScriptedModel(turns), commit=True).report()
+    return run_session(root, sid, task, ScriptedModel(turns), commit=True, trail=trail).report()
 
 
-def _audit_gap(root: Path, sid: str) -> dict[str, Any]:
-    """The harness lost the log record of the edit; the rest of the chain is sound."""
-    session = run_session(
-        root, sid, TASK + " (audited)", ScriptedModel(_fix()), commit=True, tools=TOOLS
-    )
-    bodies = [b for b in session.bodies if b.get("call_id") != "c2"]
-    return session.report(bodies=bodies)
+def _audit_gap(root: Path, sid: str, task: str, trail: Path) -> dict[str, Any]:
+    """The harness loses the log record of the edit after the recorder wrote it: it rewrites
+    the trail file without that entry, re-chained, so the chain alone looks sound."""
+    model = ScriptedModel(_fix())
+    session = run_session(root, sid, task, model, commit=True, tools=TOOLS, trail=trail)
+    session.bodies = [b for b in session.bodies if b.get("call_id") != "c2"]
+    report = session.report()
+    trail.write_bytes(b"".join(canonicalize(e) + b"\n" for e in report["audit"]["entries"]))
+    return report
 
 
-def _undeclared(root: Path, sid: str) -> dict[str, Any]:
+def _undeclared(root: Path, sid: str, task: str, trail: Path) -> dict[str, Any]:
     """A formatter run rewrote README.md; the agent claims only calc.py."""
     fmt = ["python", "-c", "open('README.md', 'a').write('Formatted.\\n')"]
     turns = [*_fix()[:2], model_turn(call("run_command", "c5", command=fmt)), _fix()[3]]
-    session = run_session(
-        root, sid, TASK + " Format.", ScriptedModel(turns), commit=True, tools=TOOLS
-    )
+    model = ScriptedModel(turns)
+    session = run_session(root, sid, task, model, commit=True, tools=TOOLS, trail=trail)
     claims = [c for c in session.claims() if c["path"] == "calc.py"]
     return session.report(claims=claims)
 
 
-def _out_of_turns(root: Path, sid: str) -> dict[str, Any]:
+def _out_of_turns(root: Path, sid: str, task: str, trail: Path) -> dict[str, Any]:
+    """Reads calc.py and runs out of turns (two here) before any fix."""
     turns = [model_turn(call("read_file", None, path="calc.py")) for _ in range(3)]
-    session = run_session(root, sid, TASK, ScriptedModel(turns), max_turns=2, commit=True)
-    return session.report()
+    model = ScriptedModel(turns)
+    return run_session(root, sid, task, model, max_turns=2, commit=True, trail=trail).report()
 
 
-def _worktree_fr(root: Path, sid: str) -> dict[str, Any]:
+def _worktree_fr(root: Path, sid: str, task: str, trail: Path) -> dict[str, Any]:
     """A French harness, work left uncommitted in the working tree, positional call ids."""
     turns = [
         model_turn(call("read_file", None, path="calc.py")),
@@ -225,11 +244,8 @@ def _worktree_fr(root: Path, sid: str) -> dict[str, Any]:
         ),
         model_turn("Corrigé."),
     ]
-    session = run_session(
-        root, sid, "Corrige la soustraction.", ScriptedModel(turns), status_when_done="terminé"
-    )
-    session.bodies[-1]["status"] = "terminé"
-    return session.report()
+    model = ScriptedModel(turns)
+    return run_session(root, sid, task, model, status_when_done="terminé", trail=trail).report()
 
 
 def _as_whole_file(root: Path, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -238,7 +254,7 @@ def _as_whole_file(root: Path, args: Mapping[str, Any]) -> dict[str, Any]:
     return {"ok": True}
 
 
-def _whole_file(root: Path, sid: str) -> dict[str, Any]:
+def _whole_file(root: Path, sid: str, task: str, trail: Path) -> dict[str, Any]:
     """Fixes subtract(), then a README line; the README edit wipes the file. Every hash
     agrees (recorded faithfully) and the tests pass: only the replay sees it."""
     readme = call(
@@ -257,7 +273,8 @@ def _whole_file(root: Path, sid: str) -> dict[str, Any]:
 
     turns = [*_fix()[:3], model_turn(readme), _fix()[3]]
     tools: dict[str, Tool] = {**TOOLS, "replace_lines": replace_lines}
-    session = run_session(root, sid, TASK + " Document.", ScriptedModel(turns), tools=tools)
+    model = ScriptedModel(turns)
+    session = run_session(root, sid, task, model, tools=tools, trail=trail)
     agent_git(root, "add", "-A")
     agent_git(root, "commit", "-q", "-m", "agent: fix subtract, document")
     session.head_commit = agent_git(root, "rev-parse", "HEAD").decode().strip()
@@ -265,16 +282,36 @@ def _whole_file(root: Path, sid: str) -> dict[str, Any]:
 
 
 SCENARIOS = [
-    Scenario("demo-01-delivered", "clean delivery", _delivered),
-    Scenario("demo-02-change-missing", "new file left out of the commit", _missing_file),
-    Scenario("demo-03-wrong-range", "replace applied one line early", _wrong_range),
-    Scenario("demo-04-tests-fail", "fix that breaks the tests", _tests_fail),
-    Scenario("demo-05-audit-gap", "audit record of the edit missing", _audit_gap),
-    Scenario("demo-06-undeclared", "formatter changed another file", _undeclared),
-    Scenario("demo-07-out-of-turns", "ran out of turns", _out_of_turns),
-    Scenario("demo-08-whole-file", "bounded replace done as a whole-file write", _whole_file),
+    Scenario("demo-01-delivered", "clean delivery", TASK, _delivered),
+    Scenario(
+        "demo-02-change-missing",
+        "new file left out of the commit",
+        TASK + " Add a test.",
+        _missing_file,
+    ),
+    Scenario("demo-03-wrong-range", "replace applied one line early", TASK, _wrong_range),
+    Scenario("demo-04-tests-fail", "fix that breaks the tests", TASK, _tests_fail),
+    Scenario("demo-05-audit-gap", "audit record of the edit missing", TASK, _audit_gap),
+    Scenario(
+        "demo-06-undeclared",
+        "formatter changed another file",
+        TASK + " Format README.md.",
+        _undeclared,
+    ),
+    Scenario("demo-07-out-of-turns", "ran out of turns", TASK, _out_of_turns),
+    Scenario(
+        "demo-08-whole-file",
+        "bounded replace done as a whole-file write",
+        TASK + " Document it in README.md.",
+        _whole_file,
+    ),
     # Last: its work stays in the working tree, which the scenarios built after it would use.
-    Scenario("demo-09-worktree-fr", "uncommitted work, French harness", _worktree_fr),
+    Scenario(
+        "demo-09-worktree-fr",
+        "uncommitted work, French harness",
+        "Corrige la soustraction.",
+        _worktree_fr,
+    ),
 ]
 
 
@@ -302,9 +339,8 @@ def prepare(workdir: Path) -> None:
     (workdir / MARKER).write_text("made by `verifier demo`; it may rewrite this folder\n")
 
 
-def build(workdir: Path) -> tuple[Path, list[Path]]:
-    """Create the sample repository and one report per scenario; return the config and reports."""
-    prepare(workdir)
+def _sample_repository(workdir: Path) -> tuple[Path, str]:
+    """The sample repository, made anew; its path and base commit."""
     repo = workdir / "repo"
     if repo.exists():
         shutil.rmtree(repo)
@@ -315,22 +351,41 @@ def build(workdir: Path) -> tuple[Path, list[Path]]:
         (repo / rel).write_text(text, encoding="utf-8")
     agent_git(repo, "add", "-A")
     agent_git(repo, "commit", "-q", "-m", "calc: add, subtract, multiply")
-    base = agent_git(repo, "rev-parse", "HEAD").decode().strip()
-    reports_dir = workdir / "reports"
-    reports_dir.mkdir(exist_ok=True)
+    return repo, agent_git(repo, "rev-parse", "HEAD").decode().strip()
+
+
+Runner = Callable[[Scenario, Path, Path], tuple[str, dict[str, Any]]]
+
+
+def build(workdir: Path, runner: Runner | None = None) -> tuple[Path, list[Path]]:
+    """Create the sample repository and one report per scenario; return the config and reports.
+
+    Each session starts from the base commit with a clean tree and writes its trail
+    to ``trails/``; its report is written as the recorder's bytes to ``reports/``.
+    `runner` runs a scenario (the scripted one by default; the live one calls Gemini).
+    """
+    prepare(workdir)
+    repo, base = _sample_repository(workdir)
+    reports_dir, trails_dir = workdir / "reports", workdir / "trails"
+    for folder in (reports_dir, trails_dir):
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir()
     paths = []
     for scenario in SCENARIOS:
         agent_git(repo, "checkout", "-q", "--detach", base)
         agent_git(repo, "clean", "-q", "-fdx")
-        report = scenario.build(repo, scenario.session_id)
-        path = reports_dir / f"{scenario.session_id}.json"
-        path.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        session_id, report = (runner or _scripted)(scenario, repo, trails_dir)
+        path = reports_dir / f"{session_id}.json"
+        path.write_bytes(dumps(report))
         paths.append(path)
     config = workdir / "verifier.toml"
+    database_url = f"sqlite:///{workdir / 'verifier.sqlite3'}"
     config.write_text(
         "# The demo's own configuration: its store lives in this folder, never the user's.\n"
         "[verifier]\n"
-        'database_url = "sqlite:///verifier.sqlite3"\n'
+        # Absolute: a command given --config from any folder reads the demo's store.
+        f"database_url = {json.dumps(database_url)}\n"
         "test_timeout = 120\n\n"
         "[repositories.calc]\n"
         'path = "repo"\n'
@@ -340,17 +395,53 @@ def build(workdir: Path) -> tuple[Path, list[Path]]:
     return config, paths
 
 
+def _scripted(scenario: Scenario, repo: Path, trails: Path) -> tuple[str, dict[str, Any]]:
+    sid = scenario.session_id
+    return sid, scenario.build(repo, sid, scenario.task, trails / f"{sid}.jsonl")
+
+
+def live_runner(model: Model, now: datetime | None = None) -> Runner:
+    """Each scenario's task, done honestly (the reference tools, no fault) by `model`.
+
+    Session ids carry the time of the run, so a second live run adds sessions.
+    """
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%S")
+
+    def run(scenario: Scenario, repo: Path, trails: Path) -> tuple[str, dict[str, Any]]:
+        sid = f"live-{stamp}-{scenario.session_id.removeprefix('demo-')}"
+        session = run_session(
+            repo,
+            sid,
+            scenario.task,
+            model,
+            tools=TOOLS,
+            limits=LIVE_LIMITS,
+            commit=True,
+            clock=lambda: datetime.now(UTC),
+            trail=trails / f"{sid}.jsonl",
+        )
+        return sid, session.report()
+
+    return run
+
+
 def demo_config(config_path: Path) -> Config:
     """The demo's configuration; the environment's database is ignored on purpose."""
     config = Config.load(config_path, environ={})
     return replace(config, database_url=f"sqlite:///{config_path.parent / 'verifier.sqlite3'}")
 
 
-def run(workdir: Path, fmt: str = "text") -> list[Verification]:
-    """Build, verify, store, and print the table and the two rates."""
+def run(workdir: Path, fmt: str = "text", model: Model | None = None) -> list[Verification]:
+    """Build, verify, store, print the table and the two rates, and write the HTML page.
+
+    With `model` (the Gemini API, `verifier demo --live`) the sessions are that
+    model's, on each scenario's task with the reference tools.
+    """
     say = render.progress_printer()
-    say(f"building the sample repository and {len(SCENARIOS)} sessions in {workdir}/")
-    config_path, reports = build(workdir.resolve())
+    kind = "live" if model is not None else "scripted"
+    say(f"building the sample repository and {len(SCENARIOS)} {kind} sessions in {workdir}/")
+    workdir = workdir.resolve()
+    config_path, reports = build(workdir, None if model is None else live_runner(model))
     config = demo_config(config_path)
     verifications: list[Verification] = []
     for path in reports:
@@ -364,6 +455,18 @@ def run(workdir: Path, fmt: str = "text") -> list[Verification]:
             ) from None
         verifications.append(outcome.verification)
     rates = _rates(verifications)
+    stories = {s.session_id: s.story for s in SCENARIOS}
+    rel = os.path.relpath(workdir)
+    command = os.path.relpath(Path(sys.executable).with_name("verifier"))
+    cfg = f"--config {rel}/verifier.toml"
+    browse = [
+        f"{command} token create --scope read --name demo {cfg}   (prints a token)",
+        f"{command} serve {cfg}",
+        "then open http://127.0.0.1:8080/ and paste the token",
+    ]
+    (workdir / "index.html").write_text(
+        page.render(verifications, rates, stories, browse), encoding="utf-8"
+    )
     if fmt == "json":
         sys.stdout.write(
             render.dumps({"sessions": [v.to_dict() for v in verifications], "rates": rates})
@@ -386,12 +489,14 @@ def run(workdir: Path, fmt: str = "text") -> list[Verification]:
         f"delivered rate [bold]{rates['delivered_rate']:.0%}[/bold] "
         f"({rates['delivered']} of {rates['sessions']})"
     )
-    rel = os.path.relpath(workdir)
-    command = os.path.relpath(Path(sys.executable).with_name("verifier"))
     console.print(
         f"[dim]stored in {rel}/verifier.sqlite3; try: {command} verify "
-        f"{rel}/reports/{reports[2].name} --config {rel}/verifier.toml[/dim]",
+        f"{rel}/reports/{reports[2].name} {cfg}[/dim]",
         soft_wrap=True,
+    )
+    console.print(f"the same view as a page: {rel}/index.html", soft_wrap=True)
+    console.print(
+        "browse it live: " + "\n                ".join(browse), soft_wrap=True, highlight=False
     )
     sys.stdout.write(out.getvalue())
     return verifications
