@@ -16,11 +16,11 @@ from typing import Any
 
 from api.apikit import T0, verification
 from gitrepo import GitRepo
-from store.report_factory import report_dict
+from store.report_factory import finished, report_dict
 
 from verifier import pipeline
 from verifier.cli import run
-from verifier.findings import CheckResult, CheckStatus, Finding, Verification, decide
+from verifier.findings import CheckResult, CheckStatus, Finding, Verification
 from verifier.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,16 +86,7 @@ def made_verification(session_id: str, verdict: str, findings: int = 1) -> Verif
             (Finding("audit.seq_gap", "seq 3 follows 1", "audit.entries[2].seq", "2", "3"),),
         ),
     }
-    return Verification(
-        session_id=session_id,
-        agent_status="done",
-        done=True,
-        delivery_status=decide(list(checks.values())),
-        checks=checks,
-        started_at=T0,
-        finished_at=T0 + timedelta(seconds=2),
-        verifier_version="0.1.0",
-    )
+    return finished(session_id, checks, T0, seconds=2)
 
 
 def make_project(tmp_path: Path, database_url: str | None = None) -> Project:

@@ -1,9 +1,14 @@
-"""Minimal valid session reports (contract v1) for the store's tests."""
+"""Minimal valid session reports (contract v1), and finished verifications of them, for
+the tests of the store and of what reads it."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from datetime import datetime, timedelta
 from typing import Any
+
+from verifier.findings import CheckResult, Verification, decide
 
 BASE_COMMIT = "6f1c" * 10
 
@@ -31,3 +36,23 @@ def report_dict(session_id: str = "s1", status: str = "done", **overrides: Any) 
 
 def make_report_bytes(session_id: str = "s1", status: str = "done", **overrides: Any) -> bytes:
     return json.dumps(report_dict(session_id, status, **overrides)).encode()
+
+
+def finished(
+    session_id: str,
+    checks: Mapping[str, CheckResult],
+    started_at: datetime,
+    *,
+    seconds: float = 2.0,
+) -> Verification:
+    """A verification of a done session that ran `checks`, decided as `verify` decides."""
+    return Verification(
+        session_id=session_id,
+        agent_status="done",
+        done=True,
+        delivery_status=decide(list(checks.values())),
+        checks=dict(checks),
+        started_at=started_at,
+        finished_at=started_at + timedelta(seconds=seconds),
+        verifier_version="0.1.0",
+    )

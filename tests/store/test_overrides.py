@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pytest
 from sqlalchemy import NullPool, create_engine, text
 from sqlalchemy.exc import DBAPIError
 from store.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
-from store.report_factory import make_report_bytes
+from store.report_factory import finished, make_report_bytes
 
 from verifier.contract import parse_report
 from verifier.errors import BadRequest, NotFound
-from verifier.findings import CheckResult, CheckStatus, Finding, Verification, decide
+from verifier.findings import CheckResult, CheckStatus, Finding, Verification
 from verifier.store import Store, upgrade
 from verifier.store.overrides import overridden_count, overrides, record_override
 from verifier.store.tokens import admin_log
@@ -37,16 +37,7 @@ def verification(session_id: str, *, missing: bool) -> Verification:
         "tests": CheckResult("tests", CheckStatus.PASS, details={"passed": 1}),
         "audit": CheckResult("audit", CheckStatus.PASS),
     }
-    return Verification(
-        session_id=session_id,
-        agent_status="done",
-        done=True,
-        delivery_status=decide(list(checks.values())),
-        checks=checks,
-        started_at=T0,
-        finished_at=T0 + timedelta(seconds=1),
-        verifier_version="0.1.0",
-    )
+    return finished(session_id, checks, T0, seconds=1)
 
 
 def stored_not_delivered(store: Store, session_id: str = "s1") -> None:

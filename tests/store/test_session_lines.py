@@ -5,26 +5,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from store.report_factory import make_report_bytes
+from store.report_factory import finished, make_report_bytes
 
 from verifier.contract import parse_report
-from verifier.findings import CheckResult, CheckStatus, Finding, Verification, decide
+from verifier.findings import CheckResult, CheckStatus, Finding
 from verifier.store import SessionFilter, Store
 
 T0 = datetime(2026, 11, 29, 10, 5, tzinfo=UTC)
-
-
-def run_of(session_id: str, checks: dict[str, CheckResult], at: datetime) -> Verification:
-    return Verification(
-        session_id=session_id,
-        agent_status="done",
-        done=True,
-        delivery_status=decide(list(checks.values())),
-        checks=checks,
-        started_at=at,
-        finished_at=at + timedelta(seconds=2),
-        verifier_version="0.1.0",
-    )
 
 
 def findings(prefix: str, n: int) -> tuple[Finding, ...]:
@@ -44,9 +31,9 @@ def test_lines_and_findings_agree_with_the_runs_loaded_whole(db_url: str) -> Non
             "audit": CheckResult("audit", CheckStatus.PASS, findings("audit", 1)),
         }
         for n in range(6):
-            store.record_run(run_of(f"s{n}", checks if n % 2 else {"audit": checks["audit"]}, T0))
+            store.record_run(finished(f"s{n}", checks if n % 2 else {"audit": checks["audit"]}, T0))
         store.record_run(
-            run_of("s1", {"tests": CheckResult.error("tests", "tests.no_command", "none")}, T0)
+            finished("s1", {"tests": CheckResult.error("tests", "tests.no_command", "none")}, T0)
         )
 
         lines = list(store.session_lines(page=2))  # pages of two: four reads

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import NullPool, create_engine, text
 from sqlalchemy.exc import StatementError
-from store.report_factory import make_report_bytes, report_dict
+from store.report_factory import finished, make_report_bytes, report_dict
 
 from verifier.contract import Report, parse_report
 from verifier.errors import InfrastructureError, NotFound, SessionConflict
@@ -23,7 +23,6 @@ from verifier.findings import (
     DeliveryStatus,
     Finding,
     Verification,
-    decide,
 )
 from verifier.store import Counts, Store
 
@@ -55,16 +54,7 @@ def verification(
         "tests": tests or CheckResult("tests", CheckStatus.PASS, details={"passed": 6}),
         "audit": CheckResult("audit", CheckStatus.PASS),
     }
-    return Verification(
-        session_id=session_id,
-        agent_status="done",
-        done=True,
-        delivery_status=decide(list(checks.values())),
-        checks=checks,
-        started_at=started_at,
-        finished_at=started_at + timedelta(seconds=2.5),
-        verifier_version="0.1.0",
-    )
+    return finished(session_id, checks, started_at, seconds=2.5)
 
 
 def test_ingesting_the_same_bytes_twice_keeps_one_session(store: Store) -> None:
