@@ -52,6 +52,7 @@ __all__ = [
     "entry_hash",
     "genesis",
     "jcs_sha256",
+    "json_type",
     "seal",
     "sha256_hex",
     "verify_chain",

@@ -20,6 +20,7 @@ from datetime import UTC, date, datetime, time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from audit import json_type
 from verifier.errors import ConfigError, InvalidReport, ReportPruned
 from verifier.profiles import Action, ActionKind, Profile, load_profile
 
@@ -170,23 +171,7 @@ def permission(action: Action) -> str | None:
 
 def shape(args: Mapping[str, Any]) -> tuple[str, ...]:
     """The argument shape of a call: each argument's name and JSON type, sorted."""
-    return tuple(sorted(f"{k}:{_json_type(v)}" for k, v in args.items()))
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
+    return tuple(sorted(f"{k}:{json_type(v)}" for k, v in args.items()))
 
 
 _ABSENT = object()
