@@ -27,13 +27,13 @@ from typing import Any
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from audit.errors import SignatureError, UploadError
+from audit.errors import SignatureError
 from audit.jcs import canonicalize
+from audit.upload import post
 
 __all__ = ["Receipt", "WitnessClient", "receipt_payload", "sign_receipt", "verify_receipt"]
 
 RECEIPT_FIELDS = ("session_id", "count", "head_hash", "time")
-_RETRIED = frozenset((408, 429, 500, 502, 503, 504))
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,36 +118,16 @@ class WitnessClient:
             + urllib.parse.quote(session_id, safe="")
             + "/trail"
         )
-        body = canonicalize(dict(entry)) + b"\n"
-        problem = ""
-        for attempt in range(1, self.attempts + 1):
-            request = urllib.request.Request(
-                url,
-                data=body,
-                method="POST",
-                headers={
-                    "Authorization": f"Bearer {self.token}",
-                    "Content-Type": "application/x-ndjson",
-                },
-            )
-            try:
-                with urllib.request.urlopen(request, timeout=self.timeout_s) as answer:
-                    receipt: dict[str, Any] = json.loads(answer.read())
-                    self.receipts.append(receipt)
-                    return receipt
-            except urllib.error.HTTPError as exc:
-                problem = f"HTTP {exc.code}: {_problem(exc)}"
-                if exc.code not in _RETRIED:
-                    raise UploadError(problem, exc.code) from None
-            except (urllib.error.URLError, OSError) as exc:
-                problem = f"cannot reach {url}: {getattr(exc, 'reason', exc)}"
-            if attempt < self.attempts:
-                self.sleep(self.backoff_s * 2 ** (attempt - 1))
-        raise UploadError(f"gave up after {self.attempts} attempt(s): {problem}")
-
-
-def _problem(exc: urllib.error.HTTPError) -> str:
-    try:
-        return str(json.loads(exc.read())["error"]["problem"])
-    except (ValueError, KeyError, TypeError, OSError):
-        return str(exc.reason)
+        _, answer, _ = post(
+            url,
+            canonicalize(dict(entry)) + b"\n",
+            token=self.token,
+            content_type="application/x-ndjson",
+            attempts=self.attempts,
+            backoff_s=self.backoff_s,
+            timeout_s=self.timeout_s,
+            sleep=self.sleep,
+        )
+        receipt: dict[str, Any] = json.loads(answer)
+        self.receipts.append(receipt)
+        return receipt
