@@ -17,7 +17,6 @@ import os
 import signal
 import sys
 import traceback
-from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -26,6 +25,13 @@ import click
 
 from verifier import __version__, render
 from verifier.auth import SCOPES
+from verifier.cli_common import (
+    _actor,
+    _emit,
+    _stdout_gone,
+    config_option,
+    format_option,
+)
 from verifier.config import Config, parse_command
 from verifier.errors import ConfigError, Interrupted, InvalidReport, NotFound, VerifierError
 
@@ -35,24 +41,6 @@ if TYPE_CHECKING:
     from verifier.pipeline import Oversized
     from verifier.store import Store
     from verifier.store.tokens import TokenRow
-
-# Typed, for the commands of other modules (verifier/cli_ops.py) that import them.
-_Option = Callable[[Callable[..., Any]], Callable[..., Any]]
-format_option: _Option = click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="json prints one object for scripts.",
-)
-config_option: _Option = click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Configuration file (default: $VERIFIER_CONFIG, ~/.config/verifier/verifier.toml, "
-    "/etc/verifier/verifier.toml).",
-)
 
 
 class _Exit(Exception):
@@ -73,21 +61,6 @@ def _read(source: str, limit: int) -> bytes | Oversized:
             return read_report(stream, limit)
     except OSError as exc:
         raise ConfigError(f"cannot read report {source!r}: {exc.strerror}") from None
-
-
-def _emit(text: str) -> None:
-    """Write to stdout; a reader that went away (`| head -1`) ends the output quietly."""
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        _stdout_gone()
-
-
-def _stdout_gone() -> None:
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -433,17 +406,6 @@ def worker_cmd(concurrency: int | None, config_path: Path | None) -> None:
 @main.group("token")
 def token_group() -> None:
     """API tokens: create, list, revoke (each act goes into the admin log)."""
-
-
-def _actor() -> str:
-    """Who acts from this command line, for the admin log: ``cli:<user>``."""
-    import getpass
-
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):  # no name for this uid (a container)
-        user = str(os.getuid())
-    return f"cli:{user}"
 
 
 def _expiry(ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:

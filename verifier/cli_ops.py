@@ -15,7 +15,7 @@ from typing import IO, TYPE_CHECKING, Any
 import click
 
 from verifier import render
-from verifier.cli import _actor, _emit, config_option, format_option
+from verifier.cli_common import _actor, _emit, config_option, format_option
 from verifier.config import Config
 
 if TYPE_CHECKING:

@@ -8,30 +8,9 @@ from pathlib import Path
 import click
 
 from verifier import render
+from verifier.cli_common import _emit, config_option, format_option
 from verifier.config import Config
 from verifier.errors import ConfigError, NotFound
-
-# The conventions of verifier/cli.py, restated: that module imports this one to register it.
-format_option = click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="json prints one object for scripts.",
-)
-config_option = click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Configuration file (default: $VERIFIER_CONFIG, ~/.config/verifier/verifier.toml, "
-    "/etc/verifier/verifier.toml).",
-)
-
-
-def _emit(text: str) -> None:
-    """Write to stdout (a reader gone away is handled by `verifier.cli.run`)."""
-    click.echo(text, nl=False)
 
 
 @click.group("evidence")

@@ -110,7 +110,8 @@ def gate_cmd(
     server that cannot be reached or refuses the token.
     """
     from verifier import gate, gate_formats, render
-    from verifier.cli import _emit, _Exit
+    from verifier.cli import _Exit
+    from verifier.cli_common import _emit
 
     if not (session_ids or commits or branches or rev_range):
         raise click.UsageError("select sessions: give --session, --commit, --branch or --rev-range")

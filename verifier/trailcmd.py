@@ -16,7 +16,7 @@ from verifier.errors import ConfigError
 
 def register(main: click.Group) -> None:
     """Add the ``trail`` group to `main` (called at the end of `verifier.cli`)."""
-    from verifier.cli import format_option
+    from verifier.cli_common import format_option
 
     @main.group("trail")
     def trail_group() -> None:
@@ -31,7 +31,8 @@ def register(main: click.Group) -> None:
         line named), 3 intact but unfinished (a crash, or no session_end)."""
         from audit.trailfile import check_trail_file
         from verifier import render
-        from verifier.cli import _emit, _Exit
+        from verifier.cli import _Exit
+        from verifier.cli_common import _emit
 
         try:
             result = check_trail_file(trail, session_id=session_id)

@@ -54,7 +54,6 @@ ORDER BY s.ended_at DESC, s.session_id DESC
 
 def subject(url: str, out: Path) -> None:
     """What `verifier export sessions --format csv --out FILE` does once the options are read."""
-    import verifier.cli  # noqa: F401  (first: verifier.cli_ops is loaded by it)
     from verifier import export
     from verifier.cli_ops import _write_file
     from verifier.store import SessionFilter, Store
