@@ -1,7 +1,7 @@
 """The working tree as git would see it: which files, their stored bytes' SHA-256, their mode.
 
 Plumbing of the recorder, not a public API. The rules are the contract's (and
-the verifier's, `verifier/paths.py` and `verifier/repository.py`): only files
+the verifier's, `verifier/_internal/paths.py` and `verifier/_internal/repository.py`): only files
 git would see count (tracked, or untracked and not ignored); a file's hash is
 of the bytes git would store, its raw bytes unless a ``text`` or ``eol``
 attribute asks for git's built-in CRLF-to-LF conversion (``text=auto``: only

@@ -10,7 +10,7 @@ from typing import Any
 
 from gitrepo import GitRepo
 
-from verifier.harness import ScriptedModel, Session, call, model_turn, run_session
+from verifier.agent.harness import ScriptedModel, Session, call, model_turn, run_session
 
 CALC = "def add(a, b):\n    return a + b\n\n\ndef subtract(a, b):\n    return a + b\n"
 TESTS = (

@@ -24,12 +24,13 @@ from sessions import fix_turns, to_bytes
 from store.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
 from test_interaction import to_interaction
 
-from verifier import adapters, resources
-from verifier.cli import run
-from verifier.contract import parse_report
+from verifier import resources
+from verifier.agent.harness import ScriptedModel, call, model_turn, run_session
+from verifier.app import adapters
+from verifier.cli.main import run
+from verifier.contract.profiles import ActionKind, load_profile
+from verifier.contract.report import parse_report
 from verifier.findings import CheckResult, CheckStatus, DeliveryStatus, Verification
-from verifier.harness import ScriptedModel, call, model_turn, run_session
-from verifier.profiles import ActionKind, load_profile
 from verifier.store import Store, upgrade
 from verifier.store.maintenance import prune
 

@@ -18,11 +18,11 @@ from sessions import config_toml, fixed_session, to_bytes
 from store.report_factory import report_dict
 
 from tests.benchmarks.report_load import build
+from verifier.app.pipeline import KEPT_BYTES, Oversized, read_report, submit, verify_report
 from verifier.config import Config
-from verifier.contract import Limits, parse_document, parse_report
+from verifier.contract.report import Limits, parse_document, parse_report
 from verifier.errors import InvalidReport
 from verifier.findings import CheckResult, Finding, cap_findings
-from verifier.pipeline import KEPT_BYTES, Oversized, read_report, submit, verify_report
 from verifier.store import Store
 
 

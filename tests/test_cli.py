@@ -235,7 +235,7 @@ def test_verify_refuses_a_stored_session_id_with_other_bytes_and_records_nothing
 
 def test_a_crash_exits_4_not_1(monkeypatch: pytest.MonkeyPatch) -> None:
     """Exit 1 means "not delivered": a bug must never be read as a verdict."""
-    from verifier import cli
+    from verifier.cli import main as cli
 
     def broken(*args: object, **kwargs: object) -> object:
         raise RuntimeError("simulated bug")

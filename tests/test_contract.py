@@ -10,7 +10,7 @@ import pytest
 from gitrepo import GitRepo
 from sessions import fixed_session, to_bytes
 
-from verifier.contract import canonical_status, parse_report, schema_text
+from verifier.contract.report import canonical_status, parse_report, schema_text
 from verifier.errors import InvalidReport
 
 
@@ -113,7 +113,7 @@ def test_a_50_mb_report_is_read(report: dict[str, Any]) -> None:
 
 
 def test_a_report_over_the_limit_is_refused_before_parsing() -> None:
-    from verifier import contract
+    from verifier.contract import report as contract
 
     raw = b" " * (contract.MAX_REPORT_BYTES + 1)
     assert "over the limit" in _invalid(raw).problem
@@ -154,7 +154,7 @@ def test_timestamps_must_carry_a_zone(report: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize(
     "committed",
-    ["docs/contract/session-report-v1.schema.json", "verifier/report.schema.json"],
+    ["docs/contract/session-report-v1.schema.json", "verifier/contract/report.schema.json"],
     ids=["published", "packaged"],
 )
 def test_committed_schema_matches_the_models(committed: str) -> None:

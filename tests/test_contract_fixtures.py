@@ -9,7 +9,7 @@ fixture loaded as one model turn (the trajectory's own loader gives them ids).
 
 Where the outcome is a check's rather than the adapter's (a path outside the
 root is refused by the changes check's path rule), the fixture says what the
-adapter produces and, in ``path_rule``, what `verifier.paths.unsafe_reason`
+adapter produces and, in ``path_rule``, what `verifier._internal.paths.unsafe_reason`
 says of its path (null: a path the rule accepts).
 
 A fixture file::
@@ -30,9 +30,9 @@ from typing import Any
 import pytest
 
 from verifier import resources
-from verifier.paths import unsafe_reason
-from verifier.profiles import ActionKind, load_profile
-from verifier.trajectory import load_trajectory
+from verifier._internal.paths import unsafe_reason
+from verifier.contract.profiles import ActionKind, load_profile
+from verifier.contract.trajectory import load_trajectory
 
 FIXTURES = Path(__file__).parent / "fixtures" / "contract"
 CASES = sorted(FIXTURES.glob("*/*.json"))

@@ -8,8 +8,9 @@ from pathlib import Path
 
 from audit.recorder import dumps
 from audit.trailfile import check_trail_file
-from verifier import demo, demo_page
 from verifier.config import Config
+from verifier.demo import page as demo_page
+from verifier.demo import run as demo
 from verifier.store import Store
 
 EXPECTED = {

@@ -1,4 +1,4 @@
-"""verifier._git: the one hardened git runner, the batch blob reader, the digest cache."""
+"""verifier._internal.git: the one hardened git runner, the batch blob reader, the digest cache."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from gitrepo import GitRepo
 
-from verifier._git import (
+from verifier._internal.git import (
     CHUNK,
     Git,
     MemoryDigestCache,
@@ -20,12 +20,12 @@ from verifier._git import (
     is_object_id,
     remember_digests,
 )
+from verifier._internal.repository import Repository
 from verifier.errors import InfrastructureError
-from verifier.repository import Repository
 
 
 class _PlumbingError(InfrastructureError):
-    """A caller's own error class, as `verifier.snapshot` passes `SnapshotError`."""
+    """A caller's own error class, as `verifier._internal.snapshot` passes `SnapshotError`."""
 
 
 @pytest.fixture

@@ -19,12 +19,12 @@ from sessions import PYTEST, fix_turns, fixed_session, to_bytes
 from audit.chain import seal
 from audit.jcs import jcs_sha256
 from verifier import resources
+from verifier.agent.harness import ScriptedModel, call, model_turn, run_session
+from verifier.app.reportcheck import check_report
 from verifier.config import Config, RepositoryConfig
-from verifier.contract import Limits, parse_document, parse_report
+from verifier.contract.report import Limits, parse_document, parse_report
 from verifier.errors import InvalidReport
 from verifier.findings import DeliveryStatus, Verification
-from verifier.harness import ScriptedModel, call, model_turn, run_session
-from verifier.reportcheck import check_report
 from verifier.verify import Options, verify
 
 SEALED = ("v", "session_id", "seq", "prev", "hash")
@@ -298,7 +298,7 @@ def test_a_result_that_answers_no_call_is_an_orphan_found_by_the_audit_check(
 
 def test_the_schema_accepts_both_formats(repo: GitRepo, tmp_path: Path) -> None:
     """The published schema knows the format (the drift test keeps it equal to the models)."""
-    schema = json.loads((Path(resources.__file__).parent / "report.schema.json").read_text())
+    schema = json.loads(resources.report_schema_file().read_text())
     formats = {
         d["properties"]["format"].get("const")
         for d in schema["$defs"].values()

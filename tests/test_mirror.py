@@ -16,12 +16,12 @@ import pytest
 from gitrepo import GitRepo
 from sessions import PYTEST, fix_turns, fixed_session, to_bytes
 
+from verifier._internal.mirror import Mirror, MirrorError
+from verifier._internal.sandbox.runner import sandboxes_available
+from verifier.app.pipeline import verify_report
 from verifier.config import Config, RepositoryConfig, default_mirror_cache
 from verifier.errors import ConfigError
 from verifier.findings import CheckStatus, DeliveryStatus
-from verifier.mirror import Mirror, MirrorError
-from verifier.pipeline import verify_report
-from verifier.runner import sandboxes_available
 from verifier.verify import Options
 
 BROKEN = "    return b - a\n"
@@ -209,7 +209,7 @@ def test_a_commit_no_branch_holds_is_fetched_by_its_id(repo: GitRepo, tmp_path: 
 _CHILD = """
 import logging, sys
 from pathlib import Path
-from verifier.mirror import Mirror
+from verifier._internal.mirror import Mirror
 logging.basicConfig(filename=sys.argv[3], level=logging.INFO, format="%(process)d %(message)s")
 Mirror(sys.argv[1], Path(sys.argv[2])).ensure([sys.argv[4]], refresh=True)
 """
@@ -298,7 +298,7 @@ def test_a_worker_verifies_a_stored_session_through_the_mirror_and_reuses_its_te
     """The queue's step (`verify_session`), not only the command line's, resolves a url."""
     from dataclasses import replace
 
-    from verifier.pipeline import submit, verify_session
+    from verifier.app.pipeline import submit, verify_session
     from verifier.store import Store
 
     raw = to_bytes(fixed_session(repo, turns=fix_turns()).report())

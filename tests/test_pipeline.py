@@ -11,12 +11,13 @@ import pytest
 from gitrepo import GitRepo
 from sessions import PYTEST, fixed_session, to_bytes
 
-from verifier.checks import Context, registered
+from verifier.agent.harness import ScriptedModel, call, model_turn, run_session
+from verifier.app.pipeline import verify_report
+from verifier.checks import registered
+from verifier.checks.base import Context
 from verifier.config import Config, RepositoryConfig
 from verifier.errors import InvalidReport, SessionConflict
 from verifier.findings import CheckResult, CheckStatus, DeliveryStatus, Finding
-from verifier.harness import ScriptedModel, call, model_turn, run_session
-from verifier.pipeline import verify_report
 from verifier.store import Store
 from verifier.verify import verify
 
@@ -123,8 +124,8 @@ class Example:
 
 
 def test_a_new_check_needs_no_column_and_no_renderer(repo: GitRepo, tmp_path: Path) -> None:
-    from verifier import render
-    from verifier.contract import parse_report
+    from verifier.contract.report import parse_report
+    from verifier.formats import render
 
     cfg = config(repo, tmp_path)
     report = parse_report(to_bytes(fixed_session(repo).report()))

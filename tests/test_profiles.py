@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from verifier.config import Config
+from verifier.contract.profiles import ActionKind, Permission, load_profile
+from verifier.contract.trajectory import load_trajectory
 from verifier.errors import ConfigError
-from verifier.profiles import ActionKind, Permission, load_profile
-from verifier.trajectory import load_trajectory
 
 PROFILES = Config().profiles_dir
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from verifier.cli import main
+from verifier.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from verifier import render
+from verifier.app.pipeline import EXIT_CODES, Outcome
 from verifier.findings import (
     CheckResult,
     CheckStatus,
@@ -18,7 +18,7 @@ from verifier.findings import (
     Verification,
     decide,
 )
-from verifier.pipeline import EXIT_CODES, Outcome
+from verifier.formats import render
 
 H1, H2 = "a" * 64, "b" * 64
 NOW = datetime(2026, 11, 29, 10, tzinfo=UTC)

@@ -1,6 +1,6 @@
 """The replay check on honest sessions, and the rules it applies.
 
-Every session is run by the reference harness (`verifier.harness`) against a
+Every session is run by the reference harness (`verifier.agent.harness`) against a
 real repository and verified end to end; the honest ones of issue 8 (edits
 whose line numbers count earlier edits, replace by text, files also edited by
 commands, CRLF and Unicode on bytes) must stay delivered.
@@ -19,11 +19,11 @@ from sessions import BASE, CALC, PYTEST, fixed_session, to_bytes
 from test_interaction import to_interaction
 
 from audit import jcs_sha256, seal
+from verifier.agent.harness import DEFAULT_TOOLS, ScriptedModel, call, model_turn, run_session
 from verifier.checks.replay import split_lines
 from verifier.config import Config, RepositoryConfig
-from verifier.contract import parse_report
+from verifier.contract.report import parse_report
 from verifier.findings import CheckStatus, DeliveryStatus, Verification
-from verifier.harness import DEFAULT_TOOLS, ScriptedModel, call, model_turn, run_session
 from verifier.verify import Options, verify
 
 FIXED = CALC.replace("subtract(a, b):\n    return a + b", "subtract(a, b):\n    return a - b")
@@ -293,8 +293,8 @@ def test_lines_end_with_lf_only() -> None:
 
 def test_git_failing_under_the_check_is_an_error_not_a_verdict(repo: GitRepo) -> None:
     """The head state names a base the repository lacks (git fails reading it): inconclusive."""
-    from verifier.cancel import CancelToken
-    from verifier.checks import Context, HeadState
+    from verifier._internal.cancel import CancelToken
+    from verifier.checks.base import Context, HeadState
     from verifier.checks.replay import CHECK
     from verifier.findings import CheckResult
 

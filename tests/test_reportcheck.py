@@ -15,7 +15,7 @@ from sessions import calc_repo, fixed_session, to_bytes
 from audit.chain import entry_hash, seal
 from audit.jcs import canonicalize, jcs_sha256
 from verifier import resources
-from verifier.reportcheck import check_report, render_json, render_text
+from verifier.app.reportcheck import check_report, render_json, render_text
 
 PROFILES = resources.profiles_dir()
 SEALED = ("v", "session_id", "seq", "prev", "hash")

@@ -1,4 +1,4 @@
-"""verifier.results alone: JUnit and unittest results read from real files."""
+"""verifier.checks.tests.results alone: JUnit and unittest results read from real files."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from verifier.results import (
+from verifier.checks.tests.results import (
     MAX_REPORT_BYTES,
     Counts,
     UnreadableResults,

@@ -13,9 +13,9 @@ from sessions import fixed_session
 
 from verifier.checks import audit as audit_check
 from verifier.config import Config
-from verifier.contract import parse_report
+from verifier.contract.profiles import load_profile
+from verifier.contract.report import parse_report
 from verifier.errors import InvalidReport
-from verifier.profiles import load_profile
 
 VALUES: list[Any] = [None, 0, -1, 1.5, 2**70, "", "x", "../x", [], {}, [1], {"a": 1}, True, "é"]
 

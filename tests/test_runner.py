@@ -1,4 +1,5 @@
-"""verifier.runner: argument lists, a closed stdin, a minimal environment, a group killed whole."""
+"""verifier._internal.sandbox.runner: argument lists, a closed stdin, a minimal environment,
+a group killed whole."""
 
 from __future__ import annotations
 
@@ -13,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from verifier.config import SandboxLimits
-from verifier.runner import (
+from verifier._internal.sandbox.runner import (
     RunnerNotFound,
     RunOutcome,
     SandboxUnavailable,
@@ -22,6 +22,7 @@ from verifier.runner import (
     network_isolation_available,
     run,
 )
+from verifier.config import SandboxLimits
 
 needs_isolation = pytest.mark.skipif(
     not network_isolation_available(), reason="`unshare -rn` does not work on this machine"
@@ -356,7 +357,7 @@ def test_kill_all_ends_a_run_under_way_at_once(tmp_path: Path) -> None:
     """What a second signal does before the verifier exits without unwinding."""
     import threading
 
-    from verifier.runner import kill_all
+    from verifier._internal.sandbox.runner import kill_all
 
     token = f"verifier-killall-{uuid.uuid4().hex}"
     outcome: list[RunOutcome] = []

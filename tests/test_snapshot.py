@@ -1,4 +1,4 @@
-"""verifier.snapshot: a copy of the head state, made without touching the repository."""
+"""verifier._internal.snapshot: a copy of the head state, made without touching the repository."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from gitrepo import GitRepo
 
-from verifier._git import MemoryDigestCache
+from verifier._internal.git import MemoryDigestCache
+from verifier._internal.snapshot import SnapshotError, materialize, temp_parent
 from verifier.errors import InfrastructureError
-from verifier.snapshot import SnapshotError, materialize, temp_parent
 
 
 def _files(root: Path) -> dict[str, bytes | str]:

@@ -1,4 +1,4 @@
-"""verifier.tampering: every packaged pattern fires on code that reaches into the test
+"""verifier.checks.tests.tampering: every packaged pattern fires on code that reaches into the test
 machinery, and stays quiet on an honest file that looks like it."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from verifier.checks.tests.tampering import CODE, Patterns, PatternsError, load_patterns, scan
 from verifier.resources import tampering_patterns_file
-from verifier.tampering import CODE, Patterns, PatternsError, load_patterns, scan
 
 PATTERNS = load_patterns(tampering_patterns_file())
 

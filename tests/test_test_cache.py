@@ -17,12 +17,12 @@ from gitrepo import GitRepo
 from sessions import BASE, PYTEST, fix_turns, fixed_session, to_bytes
 from store.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
 
-from verifier.checks.tests import cache_key, tree_digest
+from verifier._internal.snapshot import materialize
+from verifier.agent.harness import call, model_turn
+from verifier.app.pipeline import verify_report
+from verifier.checks.tests.check import cache_key, tree_digest
 from verifier.config import Config, RepositoryConfig
 from verifier.findings import CheckStatus, DeliveryStatus, Verification
-from verifier.harness import call, model_turn
-from verifier.pipeline import verify_report
-from verifier.snapshot import materialize
 from verifier.store import Store, upgrade
 from verifier.store.cache import TestResults
 

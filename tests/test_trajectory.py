@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from google.genai import types
 
+from verifier.contract.trajectory import gc_paused, load_trajectory
 from verifier.errors import InvalidReport
-from verifier.trajectory import gc_paused, load_trajectory
 
 SIG = b"\x01\x02sig\xfe\xff\x00"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from gitrepo import GitRepo
 
-from verifier.repository import Repository, _parse_tree
+from verifier._internal.repository import Repository, _parse_tree
 
 
 def _git(cwd: Path, *args: str, stdin: bytes | None = None) -> bytes:

@@ -9,10 +9,10 @@ from typing import Any
 from gitrepo import GitRepo, sha256
 from sessions import CALC, PYTEST, fix_turns, fixed_session, to_bytes
 
+from verifier.agent.harness import ScriptedModel, call, model_turn, run_session
 from verifier.config import Config, RepositoryConfig
-from verifier.contract import parse_report
+from verifier.contract.report import parse_report
 from verifier.findings import CheckStatus, DeliveryStatus, Verification
-from verifier.harness import ScriptedModel, call, model_turn, run_session
 from verifier.verify import Options, verify
 
 

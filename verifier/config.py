@@ -15,7 +15,7 @@ Layers, later ones winning key by key:
 
 A repository is given by ``path`` (a checkout on this machine) or ``url`` (for
 workers on other machines: fetched into a bare mirror under ``mirror_cache``,
-`verifier.mirror`), not both.
+`verifier._internal.mirror`), not both.
 
 The models are pydantic dataclasses: unknown keys are refused, and every error
 names the key (``repositories.calc.test_timeout``). Relative paths are relative
@@ -170,7 +170,8 @@ class RepositoryConfig:
     protected_paths: Globs = ()
     on_change: Literal["fail", "note"] = "fail"
     # The tests run with pytest's configuration, every conftest.py and the files of
-    # `test_paths` as they are at the base commit (or the trusted_ref): verifier/testinfra.py.
+    # `test_paths` as they are at the base commit (or the trusted_ref):
+    # verifier/checks/tests/testinfra.py.
     test_infra_from_base: bool = Field(default=True, strict=True)
     test_paths: Globs = ("tests/**", "test/**", "**/test_*.py", "**/*_test.py")
     # A ref only people update (e.g. refs/remotes/origin/main): the base must be in its history,
@@ -214,7 +215,7 @@ def _cron(value: Any) -> Any:
 
 @dataclass(frozen=True, config=_STRICT)
 class ServiceConfig:
-    """How `verifier serve` and `verifier worker` run verifications (verifier/service.py)."""
+    """How `verifier serve` and `verifier worker` run verifications (verifier/service/serve.py)."""
 
     # Verifications at once in one process (each runs its own test process).
     concurrency: PositiveInt = 2
@@ -259,7 +260,7 @@ def _signing_key(value: Any) -> Any:
 
 @dataclass(frozen=True, config=_STRICT)
 class EvidenceConfig:
-    """Evidence bundles (verifier/evidence.py, docs/evidence.md)."""
+    """Evidence bundles (verifier/app/evidence.py, docs/evidence.md)."""
 
     # The Ed25519 private key (PKCS#8 PEM, mode 0600) that signs bundles; made by
     # `verifier keys create`. Empty: evidence-signing-key.pem in the data directory.
@@ -366,7 +367,7 @@ def _optional_env_name(value: Any) -> Any:
 
 @dataclass(frozen=True, config=_STRICT)
 class WebhookConfig:
-    """One receiver of notifications (verifier/notify.py): ``[webhooks.NAME]``.
+    """One receiver of notifications (verifier/app/notify.py): ``[webhooks.NAME]``.
 
     The signing secret is read from the environment variable `secret_env` when a
     delivery is sent; it is never written in a configuration file.
@@ -394,7 +395,7 @@ class WebhookConfig:
 class AgentConfig:
     """What the verifier trusts of one agent, by the name its reports give
     (``agent.name``): the keys its reports must be signed with, and whether its
-    trails must have been witnessed (verifier/signatures.py, docs/security.md)."""
+    trails must have been witnessed (verifier/contract/signatures.py, docs/security.md)."""
 
     name: str
     # Ed25519 public keys, each "ed25519:<base64 of 32 bytes>" or "ed25519:<path>".

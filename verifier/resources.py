@@ -40,6 +40,11 @@ def _shipped(packaged: str, top_level: str) -> Path:
     return inside
 
 
+def report_schema_file() -> Path:
+    """The published JSON Schema of session report v1 (``make schema`` writes it)."""
+    return _PACKAGE / "contract" / "report.schema.json"
+
+
 def migrations_dir() -> Path:
     """The Alembic script directory of the store (``migrations/``)."""
     return _shipped("_migrations", "migrations")

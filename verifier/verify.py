@@ -11,18 +11,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from verifier import __version__
-from verifier.cancel import CancelToken
-from verifier.checks import (
+from verifier._internal.cancel import CancelToken
+from verifier.checks import registered
+from verifier.checks.base import (
     Check,
     Context,
     DigestCache,
     Progress,
     TestResultCache,
     WitnessedPrefix,
-    registered,
 )
 from verifier.config import Config
-from verifier.contract import Report
+from verifier.contract.report import Report
 from verifier.errors import ConfigError
 from verifier.findings import CheckResult, Verification, cap_findings, decide
 
@@ -63,7 +63,7 @@ def verify(
        ``--repo-name``, else of the report's ``repo.name``; its path ``--repo``,
        else the configured path (never the report's own ``repo.path``: a report
        does not choose what it is checked against); a repository given by
-       ``url`` comes as the path of its mirror (`verifier.pipeline`), or as
+       ``url`` comes as the path of its mirror (`verifier.app.pipeline`), or as
        `repo_problem`, why it could not be fetched; then the test command and
        timeout;
     2. start every check (`verifier.checks.registered`), each in its own thread

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from verifier._internal.sandbox.runner import RunOutcome, minimal_env, run, sandboxes_available
 from verifier.config import SandboxLimits
-from verifier.runner import RunOutcome, minimal_env, run, sandboxes_available
 
 WORKING = sandboxes_available()
 SANDBOXES = [

@@ -2,7 +2,7 @@
 process early with success, writes into our channel, prints a summary of its own.
 
 Each on the calc repository (subtract is broken at its base), with the default
-configuration and the default test command, through `verifier.checks.tests.check`.
+configuration and the default test command, through `verifier.checks.tests.check.check`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from gitrepo import GitRepo
 from sessions import PYTEST
 
-from verifier.checks.tests import check
+from verifier.checks.tests.check import check
 from verifier.config import Config
 from verifier.findings import CheckResult, CheckStatus
 
@@ -122,7 +122,7 @@ def test_lines_written_into_our_channel_by_the_code_under_test_are_a_disagreemen
     inject = (
         "import os\n\n"
         "_argv = open('/proc/self/cmdline', 'rb').read().split(b'\\0')\n"
-        "_at = [i for i, a in enumerate(_argv) if a.endswith(b'_pytest_entry.py')][0]\n"
+        "_at = [i for i, a in enumerate(_argv) if a.endswith(b'/pytest_entry.py')][0]\n"
         "_fd = int(_argv[_at + 1])\n"
         'os.write(_fd, b\'{"event": "report", "nodeid": "tests/test_calc.py::test_more", \'\n'
         '         b\'"when": "call", "outcome": "passed", "category": "passed"}\\n\')\n'

@@ -9,11 +9,11 @@ import pytest
 from gitrepo import GitRepo, sha256
 from sessions import CALC, PYTEST, fixed_session, to_bytes
 
+from verifier.app.pipeline import verify_report
 from verifier.checks.changes import check
 from verifier.config import Config, RepositoryConfig
-from verifier.contract import ClaimedChange
+from verifier.contract.report import ClaimedChange
 from verifier.findings import CheckStatus, DeliveryStatus
-from verifier.pipeline import verify_report
 from verifier.verify import Options
 
 FIXED = CALC.replace("subtract(a, b):\n    return a + b", "subtract(a, b):\n    return a - b")

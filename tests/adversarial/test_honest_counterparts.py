@@ -13,10 +13,10 @@ from typing import Any
 from gitrepo import GitRepo
 from sessions import FIX, PYTEST, TESTS, fixed_session, to_bytes
 
+from verifier.agent.harness import ScriptedModel, call, model_turn, run_session
 from verifier.config import Config, RepositoryConfig
-from verifier.contract import parse_report
+from verifier.contract.report import parse_report
 from verifier.findings import CheckStatus, DeliveryStatus, Verification
-from verifier.harness import ScriptedModel, call, model_turn, run_session
 from verifier.verify import verify
 
 # A base test that writes a report, a cache file and a folder into its working directory,

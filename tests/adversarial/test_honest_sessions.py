@@ -15,10 +15,10 @@ from typing import Any
 from gitrepo import GitRepo
 from sessions import BASE, CALC, PYTEST, fixed_session, to_bytes
 
+from verifier.agent.harness import ScriptedModel, call, model_turn, run_session
 from verifier.config import Config, RepositoryConfig
-from verifier.contract import parse_report
+from verifier.contract.report import parse_report
 from verifier.findings import DeliveryStatus, Verification
-from verifier.harness import ScriptedModel, call, model_turn, run_session
 from verifier.verify import Options, verify
 
 FIXED = CALC.replace("subtract(a, b):\n    return a + b", "subtract(a, b):\n    return a - b")

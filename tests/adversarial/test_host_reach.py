@@ -20,11 +20,11 @@ import pytest
 from gitrepo import GitRepo
 from sessions import PYTEST, fix_turns, fixed_session, to_bytes
 
+from verifier._internal.sandbox.runner import sandboxes_available
+from verifier._internal.snapshot import temp_parent
 from verifier.config import Config, RepositoryConfig
-from verifier.contract import parse_report
+from verifier.contract.report import parse_report
 from verifier.findings import DeliveryStatus, Verification
-from verifier.runner import sandboxes_available
-from verifier.snapshot import temp_parent
 from verifier.verify import verify
 
 pytestmark = pytest.mark.skipif(not sandboxes_available(), reason="no sandbox works here")

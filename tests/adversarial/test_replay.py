@@ -17,10 +17,10 @@ import pytest
 from gitrepo import GitRepo
 from sessions import BASE, CALC, PYTEST, to_bytes
 
+from verifier.agent.harness import DEFAULT_TOOLS, ScriptedModel, Tool, call, model_turn, run_session
 from verifier.config import Config, RepositoryConfig
-from verifier.contract import parse_report
+from verifier.contract.report import parse_report
 from verifier.findings import CheckStatus, DeliveryStatus, Verification
-from verifier.harness import DEFAULT_TOOLS, ScriptedModel, Tool, call, model_turn, run_session
 from verifier.verify import Options, verify
 
 FIXED = CALC.replace("subtract(a, b):\n    return a + b", "subtract(a, b):\n    return a - b")

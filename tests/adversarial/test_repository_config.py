@@ -5,7 +5,7 @@ Each is a real session on the calc repository that leaves subtract() broken and
 adds the file that hides the failing test; verified with the default
 configuration (no `protected_paths`), the verdict is `not_delivered`
 (`tests.failed`): the copy holds pytest's configuration and every
-``conftest.py`` as at the base commit (`verifier.testinfra`). The controls,
+``conftest.py`` as at the base commit (`verifier.checks.tests.testinfra`). The controls,
 with ``test_infra_from_base = false``, show each attack passes when that is off.
 """
 
@@ -17,10 +17,10 @@ import pytest
 from gitrepo import GitRepo
 from sessions import FIX, PYTEST, to_bytes
 
+from verifier.agent.harness import ScriptedModel, call, model_turn, run_session
 from verifier.config import Config, RepositoryConfig
-from verifier.contract import parse_report
+from verifier.contract.report import parse_report
 from verifier.findings import CheckStatus, DeliveryStatus, Verification
-from verifier.harness import ScriptedModel, call, model_turn, run_session
 from verifier.verify import verify
 
 BROKEN = "    return b - a\n"  # subtract(5, 3) == -2: test_subtract fails

@@ -13,10 +13,10 @@ from pathlib import Path
 from gitrepo import GitRepo
 from sessions import PYTEST, fixed_session, to_bytes
 
+from verifier.app.pipeline import KEPT_BYTES
 from verifier.config import Config, RepositoryConfig
-from verifier.contract import parse_report
+from verifier.contract.report import parse_report
 from verifier.findings import CheckStatus, DeliveryStatus
-from verifier.pipeline import KEPT_BYTES
 from verifier.verify import verify
 
 MANY = 200_000

@@ -1,11 +1,12 @@
 """A repository that tries to choose what runs its tests: a `pytest/` package, an
 `argparse.py`, `sitecustomize.py`, `usercustomize.py` or a `.pth` file at its root.
 
-Under ``python -m pytest`` the working folder comes first on `sys.path`, so each
-of these would run in place of ours; through our entry (`verifier._pytest_entry`)
-they change nothing. And the honest layouts that ``-m pytest`` makes work (a flat
-``calc.py`` beside ``tests/`` without ``__init__.py``, a package) keep passing.
-Each on the calc repository (subtract is broken at its base), default configuration.
+Under ``python -m pytest`` the working folder comes first on `sys.path`, so each of
+these would run in place of ours; through our entry
+(`verifier.checks.tests.entries.pytest_entry`) they change nothing. And the honest
+layouts that ``-m pytest`` makes work (a flat ``calc.py`` beside ``tests/`` without
+``__init__.py``, a package) keep passing. Each on the calc repository (subtract is
+broken at its base), default configuration.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 from gitrepo import GitRepo
 from sessions import PYTEST
 
-from verifier.checks.tests import check
+from verifier.checks.tests.check import check
 from verifier.config import Config
 from verifier.findings import CheckResult, CheckStatus
 

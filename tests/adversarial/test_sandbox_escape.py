@@ -1,6 +1,6 @@
 """The code under test, run in the sandbox, reaches nothing of the host it was not given.
 
-Each test runs a real child through `verifier.runner.run` in each sandbox that
+Each test runs a real child through `verifier._internal.sandbox.runner.run` in each sandbox that
 works here: bubblewrap, and our unshare trampoline (what a laptop without
 bubblewrap gets). The hog and the fork bomb run under tiny limits and short
 timeouts, so they cannot hurt the machine even when a limit fails.
@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from tests.gitrepo import GitRepo
-from verifier.checks.tests import check
+from verifier._internal.sandbox.runner import RunOutcome, minimal_env, run, sandboxes_available
+from verifier.checks.tests.check import check
 from verifier.config import Config, SandboxLimits
 from verifier.findings import CheckStatus
-from verifier.runner import RunOutcome, minimal_env, run, sandboxes_available
 
 WORKING = sandboxes_available()
 SANDBOXES = [

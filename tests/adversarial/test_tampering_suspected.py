@@ -13,10 +13,10 @@ import pytest
 from gitrepo import GitRepo
 from sessions import PYTEST, fixed_session, to_bytes
 
+from verifier.agent.harness import ScriptedModel, call, model_turn, run_session
 from verifier.config import Config, RepositoryConfig
-from verifier.contract import parse_report
+from verifier.contract.report import parse_report
 from verifier.findings import CheckStatus, DeliveryStatus, Verification
-from verifier.harness import ScriptedModel, call, model_turn, run_session
 from verifier.verify import verify
 
 # Still broken (subtract adds), but no test can fail once it is imported.

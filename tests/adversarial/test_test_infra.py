@@ -2,7 +2,7 @@
 
 By default the copy for the tests holds pytest's configuration, every
 ``conftest.py`` and the test files as they are at the base commit
-(`verifier.testinfra`): what the agent did there is a note, and the tests run
+(`verifier.checks.tests.testinfra`): what the agent did there is a note, and the tests run
 as the base wrote them. The controls with ``test_infra_from_base = false``
 show each attack works when that is off.
 """
@@ -17,12 +17,12 @@ import pytest
 from gitrepo import GitRepo
 from sessions import BASE, FIX, PYTEST, TESTS, to_bytes
 
-from verifier.checks.tests import check as run_tests
+from verifier.agent.harness import ScriptedModel, call, model_turn, run_session
+from verifier.checks.tests.check import check as run_tests
+from verifier.checks.tests.testinfra import is_test_infra, use_base_test_infra
 from verifier.config import Config, RepositoryConfig
-from verifier.contract import parse_report
+from verifier.contract.report import parse_report
 from verifier.findings import CheckStatus, DeliveryStatus, Verification
-from verifier.harness import ScriptedModel, call, model_turn, run_session
-from verifier.testinfra import is_test_infra, use_base_test_infra
 from verifier.verify import verify
 
 BROKEN = "    return b - a\n"

@@ -20,7 +20,7 @@ from gitrepo import GitRepo
 from sessions import PYTEST, fix_turns, fixed_session, to_bytes
 
 from verifier.config import Config, RepositoryConfig
-from verifier.contract import parse_report
+from verifier.contract.report import parse_report
 from verifier.findings import CheckStatus, DeliveryStatus, Verification
 from verifier.verify import verify
 

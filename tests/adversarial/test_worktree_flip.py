@@ -16,7 +16,7 @@ from gitrepo import GitRepo
 from sessions import PYTEST, fixed_session, to_bytes
 
 from verifier.config import Config, RepositoryConfig
-from verifier.contract import parse_report
+from verifier.contract.report import parse_report
 from verifier.findings import CheckStatus, DeliveryStatus
 from verifier.verify import verify
 

@@ -16,15 +16,15 @@ from sessions import CALC, FIX, calc_repo
 
 from audit.recorder import dumps
 from audit.trailfile import check_trail_file
+from verifier.agent.harness import Session, run_session
 from verifier.agent.loop import Limits, Loop
 from verifier.agent.model import ScriptedModel, as_response, call, load_turns, model_turn
 from verifier.agent.tools import OUTPUT_LIMIT, Policy, checkpoint, truncate
+from verifier.app.pipeline import verify_report
 from verifier.config import Config, RepositoryConfig
-from verifier.demo import TOOLS as DEMO_TOOLS
+from verifier.demo.run import TOOLS as DEMO_TOOLS
 from verifier.errors import InfrastructureError
 from verifier.findings import DeliveryStatus
-from verifier.harness import Session, run_session
-from verifier.pipeline import verify_report
 from verifier.store import Store
 
 TURNS = Path(__file__).parents[1] / "recorder" / "turns" / "fix_calc.json"

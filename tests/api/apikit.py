@@ -14,11 +14,11 @@ import uvicorn
 from fastapi import FastAPI
 from sqlalchemy import NullPool, create_engine, text
 
-from verifier.auth import SCOPES
 from verifier.config import Config
 from verifier.findings import CheckResult, CheckStatus, Finding, Verification, decide
-from verifier.queue import LocalQueue, PostgresQueue, Queue
+from verifier.service.auth import SCOPES
 from verifier.store import Store
+from verifier.store.queue import LocalQueue, PostgresQueue, Queue
 from verifier.store.tokens import create_token
 
 T0 = datetime(2026, 11, 29, 10, 5, tzinfo=UTC)
@@ -42,7 +42,7 @@ def bearer(secret: str) -> dict[str, str]:
 
 
 class RecordingQueue:
-    """A `verifier.queue.Queue` that records what it is asked to do.
+    """A `verifier.store.queue.Queue` that records what it is asked to do.
 
     The API's side of the queue is `enqueue(session_id, reason)` (through the
     pipeline) and `reachable()`; these tests check what the API asks, not how a

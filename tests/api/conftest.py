@@ -9,7 +9,7 @@ import pytest
 from api.apikit import RecordingQueue, make_config, make_tokens
 from fastapi.testclient import TestClient
 
-from verifier.api import create_app
+from verifier.service.api import create_app
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 from api.apikit import RealQueue, bearer, make_config, make_tokens, serve
 from store.report_factory import make_report_bytes
 
-from verifier.api import create_app
+from verifier.service.api import create_app
 from verifier.store import Store
 
 CLIENTS = 8

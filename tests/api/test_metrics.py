@@ -8,8 +8,8 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from store.report_factory import make_report_bytes
 
-from verifier.api import create_app
-from verifier.metrics import observe_run
+from verifier.service.api import create_app
+from verifier.service.metrics import observe_run
 from verifier.store import Store
 
 

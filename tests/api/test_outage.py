@@ -17,9 +17,9 @@ from sqlalchemy.engine import make_url
 from store.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
 from store.report_factory import make_report_bytes
 
-from verifier.api import create_app
-from verifier.queue import PostgresQueue
+from verifier.service.api import create_app
 from verifier.store import Store, upgrade
+from verifier.store.queue import PostgresQueue
 
 
 class TcpProxy:

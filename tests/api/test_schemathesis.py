@@ -22,9 +22,9 @@ from schemathesis.specs.openapi.checks import (
 from store.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
 from store.report_factory import make_report_bytes
 
-from verifier.api import create_app
+from verifier.app.evidence import create_key
 from verifier.config import Config
-from verifier.evidence import create_key
+from verifier.service.api import create_app
 from verifier.store import upgrade
 
 CHECKS = [

@@ -11,8 +11,8 @@ from api.apikit import RecordingQueue, bearer, make_config
 from fastapi.testclient import TestClient
 from store.report_factory import make_report_bytes
 
-from verifier.api import create_app
-from verifier.auth import SCOPES, new_token
+from verifier.service.api import create_app
+from verifier.service.auth import SCOPES, new_token
 from verifier.store import Store
 from verifier.store.tokens import create_token, revoke_token
 

@@ -12,7 +12,7 @@ from api.apikit import RecordingQueue, bearer, make_config, make_tokens, verific
 from fastapi.testclient import TestClient
 from store.report_factory import make_report_bytes, report_dict
 
-from verifier.api import create_app
+from verifier.service.api import create_app
 from verifier.store import Store
 from verifier.store.tokens import admin_log
 

@@ -17,9 +17,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import DBAPIError
 
-from verifier import auth
-from verifier.api import create_app
 from verifier.errors import BadRequest, NotFound
+from verifier.service import auth
+from verifier.service.api import create_app
 from verifier.store import Store
 from verifier.store.tokens import (
     admin_log,

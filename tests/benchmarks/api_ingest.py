@@ -25,8 +25,8 @@ import httpx
 from tests.api.apikit import bearer, make_config, make_tokens, serve
 from tests.benchmarks import store_ingest
 from tests.benchmarks.timing import Result, Row, measure
-from verifier.api import create_app
-from verifier.contract import Report
+from verifier.contract.report import Report
+from verifier.service.api import create_app
 
 TARGET_PER_S = 300
 

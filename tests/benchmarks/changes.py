@@ -31,7 +31,7 @@ from tests.gitrepo import GitRepo
 from verifier.checks import changes
 from verifier.checks.changes import MemoryDigestCache
 from verifier.config import RepositoryConfig
-from verifier.contract import ClaimedChange
+from verifier.contract.report import ClaimedChange
 from verifier.findings import CheckStatus
 
 FILES = 1_000

@@ -45,8 +45,8 @@ def store_calls(store: object) -> object:
 def run(tmp: Path, repeat: int) -> Result:
     from fastapi.testclient import TestClient
 
-    from verifier.api import create_app
-    from verifier.dashboard.routes import COOKIE
+    from verifier.service.api import create_app
+    from verifier.service.dashboard.routes import COOKIE
     from verifier.store import Store
 
     url = fill_sqlite(tmp / "dashboard.sqlite3", SESSIONS)

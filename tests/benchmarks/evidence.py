@@ -7,7 +7,7 @@ verification run recorded with `Store.record_run` (a real `Verification` of
 three checks: 70 % delivered, 20 % not delivered with a finding, 10 %
 inconclusive). Running the real checks 200 times would take minutes and change
 nothing in the bundle's shape. The bundle is exported with
-`verifier.evidence.export` (all 200 sessions by id, an Ed25519 key made by
+`verifier.app.evidence.export` (all 200 sessions by id, an Ed25519 key made by
 `create_key`), gzipped: 1,203 files (six per session, the manifest, its signature, the key).
 
 The subject is `audit.bundle.verify_bundle(data)` on the bundle's bytes (what
@@ -46,8 +46,8 @@ TARGET = 2.0
 
 
 def _store(tmp: Path) -> tuple[str, Path, list[str]]:
-    from verifier.contract import parse_report
-    from verifier.evidence import create_key
+    from verifier.app.evidence import create_key
+    from verifier.contract.report import parse_report
     from verifier.store import Store
 
     db = tmp / "evidence.sqlite3"
@@ -132,7 +132,7 @@ def raw_rows(db: Path, ids: list[str]) -> int:
 
 def run(tmp: Path, repeat: int) -> Result:
     from audit.bundle import verify_bundle
-    from verifier import evidence
+    from verifier.app import evidence
     from verifier.store import Store
 
     url, key_path, ids = _store(tmp)

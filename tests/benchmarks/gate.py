@@ -68,7 +68,8 @@ def _repository(root: Path) -> list[str]:
 
 
 def run(tmp: Path, repeat: int) -> Result:
-    from verifier import gate, gate_formats
+    from verifier.app import gate
+    from verifier.formats import gate as gate_formats
     from verifier.store import Store
 
     repo = tmp / "repo"

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from tests.benchmarks.timing import Result, Row, measure
 from tests.gitrepo import GitRepo
-from verifier.harness import ScriptedModel, call, model_turn, run_session
+from verifier.agent.harness import ScriptedModel, call, model_turn, run_session
 
 PROJECT, VERSION = "more-itertools", "10.7.0"
 TARGET_FACTOR = 1.05

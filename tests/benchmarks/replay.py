@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from tests.benchmarks.timing import Result, Row, measure
-from verifier._git import Git
-from verifier.checks import HeadState
+from verifier._internal.git import Git
+from verifier.agent.harness import agent_git
+from verifier.checks.base import HeadState
 from verifier.checks.replay import replay_session, split_lines
-from verifier.harness import agent_git
-from verifier.profiles import load_profile
+from verifier.contract.profiles import load_profile
+from verifier.contract.trajectory import load_trajectory
 from verifier.resources import profiles_dir
-from verifier.trajectory import load_trajectory
 
 FILES = 100
 EDITS = 1_000

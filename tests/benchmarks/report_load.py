@@ -9,10 +9,10 @@ output); the audit trail is sealed over them with `audit.seal`, and the claims
 are the net file changes. The contents are in the SDK's snake_case, as the
 reference harness writes them.
 
-The subject is `verifier.contract.parse_report(raw)`: UTF-8, JSON with its
+The subject is `verifier.contract.report.parse_report(raw)`: UTF-8, JSON with its
 checks (duplicate keys, constants), the contract's models, and the trajectory
 loaded with the SDK's `types.Content`. Loading pauses the garbage collector
-(`verifier.trajectory.gc_paused`) and leaves what it built unscanned in the
+(`verifier.contract.trajectory.gc_paused`) and leaves what it built unscanned in the
 oldest generation; a full collection while the report is alive scans it once,
 and that is timed on its own row (`gc.collect()` right after loading the
 largest report). The raw operation is `json.loads` of the same bytes. Two
@@ -33,7 +33,7 @@ from typing import Any
 import audit
 from tests.benchmarks.audit_trail import _call, _Files
 from tests.benchmarks.timing import Result, Row, measure
-from verifier.contract import parse_report
+from verifier.contract.report import parse_report
 
 SIZES = (1_000, 2_500, 5_000, 10_000)  # tool calls
 TARGET_S = 0.8  # for the 10,000-call report

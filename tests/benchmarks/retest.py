@@ -2,7 +2,7 @@
 
 The data: the repository and session of benchmark 3 (`verify_cli.build`: 5
 modules, 50 pytest tests, a session that fixes one bug and commits), verified
-through the pipeline (`verifier.pipeline.verify_report`) in this process, as a
+through the pipeline (`verifier.app.pipeline.verify_report`) in this process, as a
 worker does, with a SQLite store in a temp dir and the default sandbox.
 
 The subject is a re-verification: the store's test result cache holds this
@@ -20,9 +20,9 @@ from pathlib import Path
 
 from tests.benchmarks.timing import Result, Row, measure
 from tests.benchmarks.verify_cli import TESTS, build
+from verifier.app.pipeline import verify_report
 from verifier.config import Config, RepositoryConfig
 from verifier.findings import DeliveryStatus
-from verifier.pipeline import verify_report
 from verifier.store import Store
 from verifier.store.models import TestResultCacheModel
 

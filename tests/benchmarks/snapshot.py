@@ -4,8 +4,8 @@ The data: a real git repository in a temp dir with 10,000 small text files of
 200 B-4 KiB (sizes drawn uniformly, seeded) in 100 folders, one commit (loose
 objects, as a fresh commit is), then the same after ``git repack -adq``.
 
-The subject is `verifier.snapshot.materialize` in commit mode, writing into a
-fresh folder under `verifier.snapshot.temp_parent` (``/dev/shm`` when it has
+The subject is `verifier._internal.snapshot.materialize` in commit mode, writing into a
+fresh folder under `verifier._internal.snapshot.temp_parent` (``/dev/shm`` when it has
 room, else the system's temp folder). Target: at most 2 s.
 
 The raw operation is the floor of any copy made from git: one ``git cat-file
@@ -31,7 +31,7 @@ from pathlib import Path
 from tests.benchmarks.changes import _source
 from tests.benchmarks.timing import Result, Row
 from tests.gitrepo import GitRepo
-from verifier.snapshot import materialize, temp_parent
+from verifier._internal.snapshot import materialize, temp_parent
 
 FILES = 10_000
 FOLDERS = 100

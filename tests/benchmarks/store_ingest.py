@@ -30,7 +30,7 @@ from typing import Any
 
 import audit
 from tests.benchmarks.timing import Result, Row, measure
-from verifier.contract import Report, parse_report
+from verifier.contract.report import Report, parse_report
 from verifier.store import Store, upgrade
 
 REPORTS = 1_000

@@ -2,7 +2,7 @@
 
 The data: a small real repository (a package of 5 modules, a suite of 50 pytest
 tests, one of them failing at base) and a real session report built with the
-reference harness (`verifier.harness.run_session`, a scripted model that reads
+reference harness (`verifier.agent.harness.run_session`, a scripted model that reads
 the module, fixes the bug with a bounded replace and commits). The repository's
 configured test command is ``python -m pytest -q``.
 
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from tests.benchmarks.timing import Result, Row, measure
 from tests.gitrepo import GitRepo
-from verifier.harness import ScriptedModel, call, model_turn, run_session
+from verifier.agent.harness import ScriptedModel, call, model_turn, run_session
 
 TARGET_FACTOR = 1.1
 TARGET_SLACK_S = 0.3
@@ -33,7 +33,7 @@ TESTS = 50
 MODULES = 5
 VERIFIER = Path(sys.executable).with_name("verifier")
 # The start-up imports worth naming in the write-up (cumulative, where first imported).
-IMPORTS = ("verifier.cli", "google.genai", "verifier.store", "sqlalchemy", "git", "click")
+IMPORTS = ("verifier.cli.main", "google.genai", "verifier.store", "sqlalchemy", "git", "click")
 
 BUG = "    return a + b  # the bug\n"
 FIX = "    return a - b\n"
@@ -102,9 +102,9 @@ def _config(tmp: Path, repo: GitRepo) -> Path:
 
 
 def import_times() -> dict[str, float]:
-    """Cumulative import time in seconds of `IMPORTS`, importing `verifier.cli` cold."""
+    """Cumulative import time in seconds of `IMPORTS`, importing `verifier.cli.main` cold."""
     out = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", "import verifier.cli"],
+        [sys.executable, "-X", "importtime", "-c", "import verifier.cli.main"],
         capture_output=True,
         text=True,
         check=True,
@@ -172,7 +172,7 @@ def run(tmp: Path, repeat: int) -> Result:
     imports = import_times()
     facts = {
         "repository": f"{MODULES} modules, {TESTS} pytest tests; the session fixes one bug",
-        "python -X importtime -c 'import verifier.cli'": ", ".join(
+        "python -X importtime -c 'import verifier.cli.main'": ", ".join(
             f"{name} {imports[name]:.2f} s" for name in IMPORTS if name in imports
         ),
     }

@@ -31,9 +31,9 @@ from sqlalchemy import NullPool, create_engine, text  # noqa: E402
 from store.pg import postgres_database  # noqa: E402
 
 from tests.benchmarks.timing import Result, Row  # noqa: E402
-from verifier.pipeline import submit  # noqa: E402
-from verifier.queue import PostgresQueue  # noqa: E402
+from verifier.app.pipeline import submit  # noqa: E402
 from verifier.store import Store, upgrade  # noqa: E402
+from verifier.store.queue import PostgresQueue  # noqa: E402
 
 SLEEP = [PYTHON, "-c", "import time; time.sleep(1)"]
 

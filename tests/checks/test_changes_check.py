@@ -10,11 +10,11 @@ import pytest
 from gitrepo import GitRepo, sha256
 from sessions import CALC
 
+from verifier._internal.paths import glob_matches
 from verifier.checks.changes import MemoryDigestCache, check
 from verifier.config import RepositoryConfig
-from verifier.contract import ClaimedChange
+from verifier.contract.report import ClaimedChange
 from verifier.findings import CheckResult, CheckStatus
-from verifier.paths import glob_matches
 
 FIXED = CALC.replace(
     "def subtract(a, b):\n    return a + b", "def subtract(a, b):\n    return a - b"

@@ -12,11 +12,11 @@ from pathlib import Path
 from gitrepo import GitRepo, sha256
 from sessions import CALC
 
-from verifier.checks import HeadState
-from verifier.checks import tests as tests_module
+from verifier.checks.base import HeadState
 from verifier.checks.changes import check
+from verifier.checks.tests import check as tests_module
 from verifier.config import Config, RepositoryConfig
-from verifier.contract import ClaimedChange
+from verifier.contract.report import ClaimedChange
 from verifier.findings import CheckResult, CheckStatus
 
 CFG = RepositoryConfig("calc")

@@ -17,12 +17,13 @@ import pytest
 from gitrepo import GitRepo
 from sessions import fixed_session, to_bytes
 
-from verifier import render, runner
-from verifier.checks.tests import check
+from verifier._internal.sandbox import runner
+from verifier.checks.tests.check import check
 from verifier.config import Config, RepositoryConfig
-from verifier.contract import parse_report
+from verifier.contract.report import parse_report
 from verifier.errors import ConfigError
 from verifier.findings import CheckResult, CheckStatus, DeliveryStatus
+from verifier.formats import render
 from verifier.verify import Options, verify
 
 SANDBOX = Config()  # the sandbox when it works here, as in production

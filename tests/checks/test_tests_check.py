@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from gitrepo import GitRepo
 
-from verifier import runner
-from verifier.checks.tests import check
+from verifier._internal.sandbox import runner
+from verifier.checks.tests.check import check
 from verifier.config import Config
 from verifier.findings import CheckResult, CheckStatus
 
@@ -455,7 +455,7 @@ def test_code_under_test_cannot_undo_the_sandbox(repo: GitRepo, tmp_path: Path) 
 def test_the_sqlite_database_is_hidden_whatever_the_url_form(
     repo: GitRepo, tmp_path: Path, url: str
 ) -> None:
-    from verifier.checks.tests import _hidden_paths
+    from verifier.checks.tests.check import _hidden_paths
 
     db = tmp_path / "v.sqlite3"
     config = replace(Config(), database_url=url.format(db=db))
@@ -504,7 +504,7 @@ def test_tests_can_write_into_their_working_folder_in_the_sandbox(repo: GitRepo)
 
 
 def test_the_summary_line_is_read_in_every_form_pytest_prints_it() -> None:
-    from verifier.results import parse_pytest_summary
+    from verifier.checks.tests.results import parse_pytest_summary
 
     loud = "x\n===== 1 failed, 2 passed, 3 warnings, 1 error in 0.12s (0:00:00) =====\n"
     coloured = "\x1b[32m\x1b[1m2 passed\x1b[0m\x1b[32m in 0.01s\x1b[0m\n"
@@ -521,7 +521,7 @@ def test_the_summary_line_is_read_in_every_form_pytest_prints_it() -> None:
 
 
 def test_channel_lines_cut_short_unknown_or_after_the_end_are_problems() -> None:
-    from verifier.results import read_pytest_events
+    from verifier.checks.tests.results import read_pytest_events
 
     report = (
         b'{"event":"report","nodeid":"t::a","when":"call","outcome":"passed","category":"passed"}\n'
@@ -542,7 +542,7 @@ def test_channel_lines_cut_short_unknown_or_after_the_end_are_problems() -> None
 
 
 def test_a_teardown_error_after_a_failed_call_is_a_case_of_its_own_as_in_junit() -> None:
-    from verifier.results import read_pytest_events
+    from verifier.checks.tests.results import read_pytest_events
 
     lines = [
         {"event": "report", "nodeid": "t::a", "when": "call", "outcome": "failed"},

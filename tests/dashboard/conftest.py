@@ -10,7 +10,7 @@ from api.apikit import make_config, make_tokens
 from dashboard.seed import seed
 from fastapi.testclient import TestClient
 
-from verifier.api import create_app
+from verifier.service.api import create_app
 
 
 @pytest.fixture

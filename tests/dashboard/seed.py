@@ -12,7 +12,7 @@ from typing import Any
 from api.apikit import verification
 from store.report_factory import report_dict
 
-from verifier.contract import parse_report
+from verifier.contract.report import parse_report
 from verifier.findings import CheckResult, CheckStatus, DeliveryStatus, Finding
 from verifier.store import Store
 from verifier.store.overrides import record_override

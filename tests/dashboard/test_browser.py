@@ -20,7 +20,7 @@ from api.apikit import bearer, make_config, make_tokens, serve
 from dashboard.pages import COLUMNS, pct, shown
 from dashboard.seed import RICH, XSS, seed
 
-from verifier.api import create_app
+from verifier.service.api import create_app
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [

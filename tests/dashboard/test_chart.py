@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from verifier.dashboard.chart import HEIGHT, Point, rate_chart
+from verifier.service.dashboard.chart import HEIGHT, Point, rate_chart
 
 SVG = "{http://www.w3.org/2000/svg}"
 

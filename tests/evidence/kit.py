@@ -17,11 +17,11 @@ from sessions import PYTEST, calc_repo, fixed_session, to_bytes
 
 from audit.bundle import MANIFEST, MANIFEST_SIG
 from audit.jcs import canonicalize
-from verifier import evidence
+from verifier.agent.harness import call, model_turn
+from verifier.app import evidence
+from verifier.app.evidence import Selection, create_key, load_key
+from verifier.app.pipeline import verify_report
 from verifier.config import Config, EvidenceConfig, RepositoryConfig
-from verifier.evidence import Selection, create_key, load_key
-from verifier.harness import call, model_turn
-from verifier.pipeline import verify_report
 from verifier.store import Store
 from verifier.store.maintenance import prune
 from verifier.store.overrides import record_override
@@ -120,7 +120,7 @@ def resign(
     computed again, signed again (claiming `claim_keyid` when given)."""
     import hashlib
 
-    from verifier.evidence import key_fingerprint
+    from verifier.app.evidence import key_fingerprint
 
     manifest = json.loads(files[MANIFEST])
     listed = sorted(set(files) - {MANIFEST, MANIFEST_SIG})

@@ -19,9 +19,9 @@ from evidence.kit import DAY1, SESSIONS, Exported, build, export, flip_bit, unpa
 
 from audit.bundle import pack, verify_bundle
 from audit.dsse import IN_TOTO_PAYLOAD_TYPE
-from verifier import cli
+from verifier.app.evidence import Selection, key_fingerprint, load_key, parse_moment
+from verifier.cli import main as cli
 from verifier.errors import ConfigError
-from verifier.evidence import Selection, key_fingerprint, load_key, parse_moment
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -233,9 +233,9 @@ def test_python_m_audit_bundle_verifies_without_the_verifier(
 def test_a_session_never_verified_is_exported_as_pending(
     exported: Exported, tmp_path: Path
 ) -> None:
+    from verifier.app.evidence import bundle_files
+    from verifier.app.pipeline import submit
     from verifier.config import Config
-    from verifier.evidence import bundle_files
-    from verifier.pipeline import submit
     from verifier.store import Store
 
     config = Config(database_url=f"sqlite:///{tmp_path / 'pending.sqlite3'}")

@@ -14,7 +14,7 @@ from evidence.kit import SESSIONS, Exported, build, export, flip_bit, jcs, resig
 
 from audit.bundle import MANIFEST, BundleError, pack, verify_bundle
 from audit.dsse import IN_TOTO_PAYLOAD_TYPE, envelope, pae
-from verifier.evidence import key_fingerprint, load_key
+from verifier.app.evidence import key_fingerprint, load_key
 
 # Every file of the bundle: s-3's report was pruned, so it has no report nor actions.
 FILES = ["manifest.json", "manifest.sig.json", "public-key.json"] + [

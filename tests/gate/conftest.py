@@ -10,7 +10,7 @@ import pytest
 from api.apikit import make_config, make_tokens, serve
 from gate.gatekit import Project, make_project
 
-from verifier.api import create_app
+from verifier.service.api import create_app
 
 
 @pytest.fixture

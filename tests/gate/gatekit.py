@@ -18,8 +18,8 @@ from api.apikit import T0, verification
 from gitrepo import GitRepo
 from store.report_factory import finished, report_dict
 
-from verifier import pipeline
-from verifier.cli import run
+from verifier.app import pipeline
+from verifier.cli.main import run
 from verifier.findings import CheckResult, CheckStatus, Finding, Verification
 from verifier.store import Store
 

@@ -1,12 +1,10 @@
-"""`verifier.gate.decide` and `watch`: the exit code from the sessions' effective statuses."""
+"""`verifier.app.gate.decide` and `watch`: the exit code from the sessions' effective statuses."""
 
 from __future__ import annotations
 
 import pytest
 
-from verifier.errors import ConfigError
-from verifier.findings import Finding
-from verifier.gate import (
+from verifier.app.gate import (
     MISSING,
     GateSession,
     Override,
@@ -16,6 +14,8 @@ from verifier.gate import (
     session_from_api,
     watch,
 )
+from verifier.errors import ConfigError
+from verifier.findings import Finding
 
 SELECTION = Selection(commits=("a" * 40,))
 

@@ -7,9 +7,9 @@ import xml.etree.ElementTree as ET
 
 from gate.gatekit import sarif_schema_errors
 
+from verifier.app.gate import GateSession, Override, Selection, decide
 from verifier.findings import Finding
-from verifier.gate import GateSession, Override, Selection, decide
-from verifier.gate_formats import (
+from verifier.formats.gate import (
     GITHUB_PER_KIND,
     Annotation,
     escape_data,

@@ -13,7 +13,7 @@ from gate.conftest import Live
 from gate.gatekit import Project, Ran, gate, make_project, sarif_schema_errors
 from store.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
 
-from verifier.api import create_app
+from verifier.service.api import create_app
 from verifier.store import upgrade
 
 FORMATS = ("text", "json", "junit", "github", "sarif")

@@ -13,7 +13,7 @@ import pytest
 from gate.conftest import Live
 from gate.gatekit import Project, gate
 
-from verifier import gate as gate_module
+from verifier.app import gate as gate_module
 from verifier.store.overrides import record_override
 
 SOURCES = ["store", "server"]

@@ -16,8 +16,9 @@ from api.apikit import bearer, verification
 from fastapi.testclient import TestClient
 from store.report_factory import make_report_bytes
 
-from verifier import cli, export
-from verifier.contract import parse_report
+from verifier.app import export
+from verifier.cli import main as cli
+from verifier.contract.report import parse_report
 from verifier.store import Listed, SessionFilter, Store
 from verifier.store.db import MAX_PAGE
 from verifier.store.overrides import record_override

@@ -11,8 +11,8 @@ from api.apikit import bearer, verification
 from fastapi.testclient import TestClient
 from store.report_factory import make_report_bytes
 
-from verifier import cli
-from verifier.contract import parse_report
+from verifier.cli import main as cli
+from verifier.contract.report import parse_report
 from verifier.store import Store
 from verifier.store.tokens import admin_log
 

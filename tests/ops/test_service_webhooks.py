@@ -16,11 +16,11 @@ from gitrepo import GitRepo
 from ops.receiver import receiver
 from service.svc import sessions, wait_for, write_config
 
+from verifier.app.pipeline import submit
 from verifier.config import Config
-from verifier.pipeline import submit
-from verifier.queue import LocalQueue
-from verifier.service import Background
+from verifier.service.serve import Background
 from verifier.store import Store
+from verifier.store.queue import LocalQueue
 from verifier.store.webhooks import deliveries
 
 SECRET = "whsec-never-in-tests-91c2"
@@ -117,7 +117,7 @@ def test_the_command_lines_verification_notifies_through_the_same_record(
 ) -> None:
     from sessions import fixed_session, to_bytes
 
-    from verifier.pipeline import verify_report
+    from verifier.app.pipeline import verify_report
 
     monkeypatch.setenv("HOOK_SECRET", SECRET)
     with receiver() as hook:
@@ -139,9 +139,9 @@ def test_the_workers_periodic_round_retries_due_deliveries(
     from api.apikit import verification
     from store.report_factory import make_report_bytes
 
-    from verifier.contract import parse_report
-    from verifier.notify import notify_run
-    from verifier.worker import Runtime, retry_webhooks
+    from verifier.app.notify import notify_run
+    from verifier.contract.report import parse_report
+    from verifier.service.worker import Runtime, retry_webhooks
 
     monkeypatch.setenv("HOOK_SECRET", SECRET)
     with receiver([502, 204]) as hook:

@@ -18,9 +18,10 @@ from api.apikit import verification
 from ops.receiver import receiver
 from store.report_factory import make_report_bytes
 
-from verifier import cli, notify, pipeline
+from verifier.app import notify, pipeline
+from verifier.cli import main as cli
 from verifier.config import Config
-from verifier.contract import parse_report
+from verifier.contract.report import parse_report
 from verifier.errors import ConfigError
 from verifier.findings import Verification
 from verifier.store import Store

@@ -9,9 +9,9 @@ from gitrepo import GitRepo
 from recorder.scripted import ScriptedClient, recorder, response, run_session
 from sessions import CALC, PYTEST
 
+from verifier.app.pipeline import verify_report
 from verifier.config import Config, RepositoryConfig
 from verifier.findings import DeliveryStatus
-from verifier.pipeline import verify_report
 
 TURNS = Path(__file__).parent / "turns" / "fix_calc.json"
 FIXED = CALC.replace("    return a + b\n\n\n", "@").replace(

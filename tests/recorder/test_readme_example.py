@@ -9,9 +9,9 @@ from gitrepo import GitRepo
 from recorder.scripted import ScriptedClient, response
 from sessions import CALC, PYTEST
 
+from verifier.app.pipeline import verify_report
 from verifier.config import Config, RepositoryConfig
 from verifier.findings import DeliveryStatus
-from verifier.pipeline import verify_report
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

@@ -15,8 +15,8 @@ from sessions import CALC
 
 from audit.errors import RecorderError
 from audit.recorder import claims_from_effects, dumps
+from verifier.app.pipeline import verify_report
 from verifier.findings import DeliveryStatus
-from verifier.pipeline import verify_report
 from verifier.store import Store
 
 

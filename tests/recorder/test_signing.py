@@ -16,7 +16,7 @@ from audit.errors import SignatureError
 from audit.jcs import canonicalize
 from audit.recorder import dumps
 from audit.signing import Ed25519Signer, HmacSigner, payload, sign, verify_signature
-from verifier.contract import parse_report
+from verifier.contract.report import parse_report
 
 TURNS = Path(__file__).parent / "turns" / "fix_calc.json"
 

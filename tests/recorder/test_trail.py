@@ -14,7 +14,7 @@ from recorder.scripted import ScriptedClient, load_turns, recorder, run_session
 
 from audit.jcs import canonicalize
 from audit.trailfile import check_trail_lines
-from verifier.cli import run
+from verifier.cli.main import run
 
 HERE = Path(__file__).parent
 TURNS = HERE / "turns" / "fix_calc.json"

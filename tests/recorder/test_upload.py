@@ -21,7 +21,7 @@ from recorder.scripted import ScriptedClient, load_turns, recorder, run_session
 from audit.errors import UploadError
 from audit.recorder import dumps
 from audit.upload import post_report, write_report
-from verifier.api import create_app
+from verifier.service.api import create_app
 from verifier.store import Store
 
 TURNS = Path(__file__).parent / "turns" / "fix_calc.json"

@@ -17,7 +17,7 @@ from typing import Any
 from gitrepo import GitRepo
 from sessions import fixed_session, to_bytes
 
-from verifier.harness import Session
+from verifier.agent.harness import Session
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -113,7 +113,7 @@ def libpq_secret_parts(url: str) -> list[str]:
     database's name (unique per test) and the password when there is one."""
     from sqlalchemy.engine import make_url
 
-    from verifier.queue import libpq_conninfo
+    from verifier.store.queue import libpq_conninfo
 
     parsed = make_url(url)
     parts = [url, libpq_conninfo(url), str(parsed.database)]

@@ -14,11 +14,11 @@ from procrastinate.jobs import Job, Status
 from service.svc import QUICK, sessions, write_config
 from sqlalchemy import NullPool, create_engine, text
 
+from verifier.app.pipeline import submit
 from verifier.config import Config
-from verifier.pipeline import submit
-from verifier.queue import PostgresQueue, libpq_conninfo
+from verifier.service.worker import HeldJobManager, Runtime, retry_stalled, run_job
 from verifier.store import Store
-from verifier.worker import HeldJobManager, Runtime, retry_stalled, run_job
+from verifier.store.queue import PostgresQueue, libpq_conninfo
 
 pytestmark = pytest.mark.postgres
 

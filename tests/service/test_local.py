@@ -13,12 +13,12 @@ import pytest
 from gitrepo import GitRepo
 from service.svc import QUICK, block_once, blocked_pids, sessions, wait_for, write_config
 
+from verifier.app.pipeline import submit
 from verifier.config import Config
-from verifier.pipeline import submit
-from verifier.queue import LocalQueue
-from verifier.service import Background
+from verifier.service.serve import Background
+from verifier.service.worker import retry_due
 from verifier.store import Store
-from verifier.worker import retry_due
+from verifier.store.queue import LocalQueue
 
 # The periodic work runs when the tests call it, never on its own in the middle of one.
 NEVER = "0 0 1 1 *"
@@ -94,7 +94,7 @@ def test_sessions_stored_while_serving_are_verified_once_each_in_process(
 
 
 def _timed(check: str) -> float:
-    from verifier.metrics import CHECK_SECONDS
+    from verifier.service.metrics import CHECK_SECONDS
 
     for metric in CHECK_SECONDS.collect():
         for sample in metric.samples:

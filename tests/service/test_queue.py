@@ -11,8 +11,8 @@ import pytest
 from sqlalchemy import NullPool, create_engine, text
 from store.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
 
-from verifier.queue import VERIFY_QUEUE, VERIFY_TASK, PostgresQueue, defer, libpq_conninfo
 from verifier.resources import migrations_dir
+from verifier.store.queue import VERIFY_QUEUE, VERIFY_TASK, PostgresQueue, defer, libpq_conninfo
 
 pytestmark = pytest.mark.postgres
 

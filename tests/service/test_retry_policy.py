@@ -12,8 +12,8 @@ import pytest
 from verifier.config import Config, ServiceConfig
 from verifier.errors import ConfigError
 from verifier.findings import DeliveryStatus
-from verifier.service import with_concurrency
-from verifier.worker import RETRYABLE, infrastructure_cause, retry_delay_s, retry_due
+from verifier.service.serve import with_concurrency
+from verifier.service.worker import RETRYABLE, infrastructure_cause, retry_delay_s, retry_due
 
 T0 = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 SERVICE = ServiceConfig(retry_base_s=60.0, retry_cap_s=600.0, retry_max_runs=6)

@@ -29,9 +29,9 @@ from service.svc import (
 )
 from sqlalchemy import NullPool, create_engine, text
 
-from verifier.pipeline import submit
-from verifier.queue import PostgresQueue
+from verifier.app.pipeline import submit
 from verifier.store import Store
+from verifier.store.queue import PostgresQueue
 
 
 def free_port() -> int:
@@ -141,7 +141,7 @@ def test_serve_on_a_port_in_use_is_a_clear_error_and_stops_its_pool(
 
     from verifier.config import Config
     from verifier.errors import ConfigError
-    from verifier.service import serve
+    from verifier.service.serve import serve
 
     url = f"sqlite:///{tmp_path / 'serve.sqlite3'}"
     config = Config.load(write_config(tmp_path, repo, QUICK, database_url=url), environ={})

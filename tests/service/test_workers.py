@@ -28,10 +28,10 @@ from service.svc import (
 )
 from sqlalchemy import NullPool, create_engine, text
 
+from verifier.app.pipeline import submit
 from verifier.config import Config
-from verifier.pipeline import submit
-from verifier.queue import PostgresQueue
 from verifier.store import Store
+from verifier.store.queue import PostgresQueue
 
 pytestmark = pytest.mark.postgres
 

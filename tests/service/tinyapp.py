@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from verifier.config import Config
-from verifier.service import serve
+from verifier.service.serve import serve
 
 
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:

@@ -18,7 +18,7 @@ from store.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
 from store.report_factory import make_report_bytes
 
 from audit.chain import seal
-from verifier.contract import parse_report
+from verifier.contract.report import parse_report
 from verifier.errors import ConfigError, InfrastructureError
 from verifier.findings import CheckResult, CheckStatus, DeliveryStatus, Finding, Verification
 from verifier.store import Store

@@ -12,7 +12,7 @@ from sqlalchemy.exc import DBAPIError
 from store.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
 from store.report_factory import finished, make_report_bytes
 
-from verifier.contract import parse_report
+from verifier.contract.report import parse_report
 from verifier.errors import BadRequest, NotFound
 from verifier.findings import CheckResult, CheckStatus, Finding, Verification
 from verifier.store import Store, upgrade

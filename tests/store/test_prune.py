@@ -23,7 +23,7 @@ from sqlalchemy import NullPool, create_engine, select, text
 from sqlalchemy.exc import DBAPIError
 from store.report_factory import make_report_bytes
 
-from verifier.contract import parse_report
+from verifier.contract.report import parse_report
 from verifier.errors import ConfigError, NotFound, ReportPruned
 from verifier.findings import CheckResult, CheckStatus, DeliveryStatus, Finding, Verification
 from verifier.store import Store
@@ -53,7 +53,7 @@ def ingest(store: Store, session_id: str, ended: str) -> bytes:
 
 
 def record(store: Store, session_id: str, *, failed: bool, log: str = LOG) -> int:
-    """A run whose tests check kept its output, as verifier/checks/tests.py does."""
+    """A run whose tests check kept its output, as verifier/checks/tests/check.py does."""
     output = log.encode()
     findings = (Finding("tests.failed", "1 test failed", "tests/test_calc.py"),) if failed else ()
     tests = CheckResult(
@@ -298,7 +298,7 @@ def test_prune_refuses_a_date_in_the_future(embedded: Store) -> None:
 def test_a_really_verified_session_loses_its_test_output_and_keeps_its_verdict(
     repo: GitRepo, tmp_path: Path
 ) -> None:
-    """The key pruned is the one the tests check really writes (verifier/checks/tests.py)."""
+    """The key pruned is the one the tests check really writes (verifier/checks/tests/check.py)."""
     cfg = config_toml(tmp_path, repo)
     report = tmp_path / "report.json"
     report.write_bytes(to_bytes(fixed_session(repo).report()))
@@ -340,8 +340,8 @@ def test_the_store_itself_says_when_a_report_was_pruned(store: Store) -> None:
 def test_pruned_sessions_are_never_offered_for_verification_again(store: Store) -> None:
     """The periodic work takes its sessions from `session_ids`, oldest first: a pruned
     session there would fail every round and fill the batch."""
-    from verifier.pipeline import reverify
-    from verifier.queue import LocalQueue
+    from verifier.app.pipeline import reverify
+    from verifier.store.queue import LocalQueue
 
     ingest(store, "s-old", "2026-11-01T10:00:00Z")
     ingest(store, "s-new", "2026-11-20T10:00:00Z")

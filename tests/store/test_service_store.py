@@ -18,7 +18,7 @@ from store.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
 from store.report_factory import make_report_bytes
 from store.test_store import verification
 
-from verifier.contract import Report, parse_report
+from verifier.contract.report import Report, parse_report
 from verifier.errors import BadRequest, LostJob, NotFound
 from verifier.findings import CheckResult, Finding
 from verifier.store import Counts, SessionFilter, Store, upgrade

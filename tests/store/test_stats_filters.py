@@ -10,7 +10,7 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 from store.report_factory import make_report_bytes
 
-from verifier.contract import parse_report
+from verifier.contract.report import parse_report
 from verifier.findings import CheckResult, CheckStatus, Finding, Verification, decide
 from verifier.store import Counts, Group, Listed, Stats, Store
 from verifier.store.db import GROUP_BY

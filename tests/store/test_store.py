@@ -15,7 +15,7 @@ from sqlalchemy import NullPool, create_engine, text
 from sqlalchemy.exc import StatementError
 from store.report_factory import finished, make_report_bytes, report_dict
 
-from verifier.contract import Report, parse_report
+from verifier.contract.report import Report, parse_report
 from verifier.errors import InfrastructureError, NotFound, SessionConflict
 from verifier.findings import (
     CheckResult,

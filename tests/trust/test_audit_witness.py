@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 from store.report_factory import report_dict
 from trust.test_witness_api import trail
 
-from verifier.checks import WitnessedPrefix
 from verifier.checks.audit import trusted
+from verifier.checks.base import WitnessedPrefix
 from verifier.config import Config
-from verifier.contract import parse_report
+from verifier.contract.report import parse_report
 from verifier.findings import CheckResult, CheckStatus
 
 T0 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)

@@ -11,9 +11,9 @@ from store.report_factory import report_dict
 from trust.trustkit import agents_config, public_b64, signed_bytes
 
 from audit.signing import Ed25519Signer, HmacSigner
+from verifier.app.pipeline import submit
+from verifier.contract.signatures import assess
 from verifier.errors import ConfigError, InvalidReport
-from verifier.pipeline import submit
-from verifier.signatures import assess
 from verifier.store import Store
 
 KEY = Ed25519PrivateKey.generate()
@@ -137,7 +137,7 @@ def test_the_hmac_secret_never_reaches_the_code_under_test(
     import subprocess
     import sys
 
-    from verifier.runner import minimal_env
+    from verifier._internal.sandbox.runner import minimal_env
 
     monkeypatch.setenv("FIXER_HMAC", "s3cret-value")
     env = minimal_env(tmp_path, tmp_path)
@@ -154,7 +154,7 @@ def test_the_hmac_secret_never_reaches_the_code_under_test(
 
 
 def test_verify_applies_the_signature_policy_when_it_stores(db_url: str) -> None:
-    from verifier.pipeline import verify_report
+    from verifier.app.pipeline import verify_report
 
     config = ed_config(db_url)
     unsigned = json.dumps(report_dict("s-1")).encode()

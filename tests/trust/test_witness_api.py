@@ -16,8 +16,8 @@ from trust.trustkit import agents_config, evidence_key
 from audit.chain import seal
 from audit.jcs import canonicalize
 from audit.witness import verify_receipt
-from verifier.api import create_app
-from verifier.evidence import load_key
+from verifier.app.evidence import load_key
+from verifier.service.api import create_app
 from verifier.store import Store
 from verifier.store.tokens import create_token
 from verifier.store.witness import witnessed
@@ -213,7 +213,7 @@ def test_token_create_agent_on_the_command_line(
 ) -> None:
     from click.testing import CliRunner
 
-    from verifier.cli import main
+    from verifier.cli.main import main
     from verifier.errors import BadRequest
 
     monkeypatch.setenv("VERIFIER_DATABASE_URL", db_url)

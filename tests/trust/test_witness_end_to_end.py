@@ -23,12 +23,12 @@ from audit.recorder import dumps
 from audit.signing import Ed25519Signer, sign
 from audit.upload import post_report
 from audit.witness import WitnessClient, verify_receipt
-from verifier.api import create_app
+from verifier.app.evidence import load_key
+from verifier.app.pipeline import verify_report, verify_session
 from verifier.config import AgentConfig, Config, EvidenceConfig, RepositoryConfig
-from verifier.evidence import load_key
+from verifier.contract.signatures import key_name
 from verifier.findings import DeliveryStatus
-from verifier.pipeline import verify_report, verify_session
-from verifier.signatures import key_name
+from verifier.service.api import create_app
 from verifier.store import Store
 
 AGENT = "rec-agent"  # the agent of recorder.scripted.recorder

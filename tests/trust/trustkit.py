@@ -30,7 +30,7 @@ def signed_bytes(report: dict[str, Any], signer: Signer) -> bytes:
 
 
 def evidence_key(tmp_path: Path) -> Path:
-    from verifier.evidence import create_key
+    from verifier.app.evidence import create_key
 
     path = tmp_path / "keys" / "witness.pem"
     create_key(path)

@@ -2,6 +2,6 @@
 
 `model` holds the model interface (the Gemini API, or a scripted replay),
 `tools` the `default` profile's tools with the permission policy, truncation
-and checkpoints, `loop` the loop and its stop conditions. `verifier.harness`
+and checkpoints, `loop` the loop and its stop conditions. `verifier.agent.harness`
 runs a whole session with them (recorder opened, loop run, report finished).
 """

@@ -38,8 +38,8 @@ from audit.recorder import PendingCall, Recorder
 from verifier import resources
 from verifier.agent import tools as toolbox
 from verifier.agent.model import Model
+from verifier.contract.profiles import Profile, load_profile
 from verifier.errors import InfrastructureError
-from verifier.profiles import Profile, load_profile
 
 log = logging.getLogger(__name__)
 

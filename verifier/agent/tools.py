@@ -24,7 +24,7 @@ from typing import Any
 
 from google.genai import types
 
-from verifier.profiles import ActionKind, Profile
+from verifier.contract.profiles import ActionKind, Profile
 
 #: A tool: the working tree and the call's arguments in, the response object out.
 Tool = Callable[[Path, Mapping[str, Any]], dict[str, Any]]

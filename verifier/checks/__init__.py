@@ -1,4 +1,5 @@
-"""The checks: one module each, one protocol, registered here and nowhere else.
+"""The checks: one module each, one protocol (`verifier.checks.base.Check`), registered
+here and nowhere else.
 
 A check is an object with a `name`, the names of the checks whose results it
 `reads`, and `run(context) -> CheckResult`. `verify()` starts each check as
@@ -11,135 +12,13 @@ neither changes.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from verifier.checks import audit, changes, replay
+from verifier.checks.base import Check
+from verifier.checks.tests import check as tests
 
-from verifier._git import BlobDigestCache
-from verifier.cancel import CancelToken
-from verifier.config import Config, RepositoryConfig
-from verifier.findings import CheckResult
-
-if TYPE_CHECKING:
-    from verifier.contract import Report
-
-__all__ = [
-    "Check",
-    "Context",
-    "DigestCache",
-    "HeadState",
-    "Progress",
-    "TestResultCache",
-    "WitnessedPrefix",
-    "registered",
-]
-
-T = TypeVar("T")
-# Blob id -> SHA-256 of its bytes, remembered across verifications (the store's, say).
-DigestCache = BlobDigestCache
-Progress = Callable[[str], None]
-
-
-class TestResultCache(Protocol):
-    """Conclusive test results by what decided them (`verifier.checks.tests.cache_key`).
-
-    The key is a SHA-256 over the tree actually tested, the test command, the
-    environment, the sandbox settings and the verifier's version: a tree tested
-    once under the same conditions is not tested again. The store keeps one
-    (`verifier.store.cache`); the first result put under a key is the one kept.
-    """
-
-    def get(self, key: str) -> tuple[str, Mapping[str, Any]] | None:
-        """The session first tested under `key` and its result, or None."""
-        ...
-
-    def put(self, key: str, session_id: str, result: Mapping[str, Any]) -> None:
-        """Keep `result` (JSON data) as the tests of `session_id` under `key`."""
-        ...
-
-
-@dataclass(frozen=True)
-class HeadState:
-    """What the changes check established about the state the tests must run on."""
-
-    mode: str  # "commit" or "worktree"
-    base_commit: str
-    head_commit: str | None  # the resolved full hash; None in worktree mode
-    # Worktree mode: every file and link the changes check read (tracked, or untracked
-    # and not ignored), by path, as `verifier.repository.worktree_state` describes it
-    # ("100644 <sha256>", "120000 <target>"): the copy for the tests must hold the
-    # same bytes, modes and link targets (`SnapshotInfo.entries`).
-    files: Mapping[str, str] = field(default_factory=dict, repr=False)
-    # The paths that changed between base and head, sorted, and for those that are
-    # regular files in the head commit their blob ids (empty in worktree mode): what
-    # the tests check scans for tampering (`verifier.tampering`).
-    changed: tuple[str, ...] = ()
-    changed_blobs: Mapping[str, str] = field(default_factory=dict, repr=False)
-
-
-@dataclass(frozen=True)
-class WitnessedPrefix:
-    """The prefix of the session's trail the service witnessed while it ran: each
-    entry's hash and when it arrived, in order (`verifier.store.witness`). The
-    pipeline reads it from the store and hands it in; the audit check compares."""
-
-    hashes: tuple[str, ...]
-    received: tuple[datetime, ...]
-
-    @property
-    def count(self) -> int:
-        return len(self.hashes)
-
-
-@dataclass
-class Context:
-    """Everything a check may use; `results` fills in as the checks finish."""
-
-    report: Report
-    config: Config
-    repo: RepositoryConfig
-    repo_path: Path | None
-    test_command: tuple[str, ...]
-    test_timeout_s: float
-    cancel: CancelToken
-    progress: Progress = lambda _line: None
-    digest_cache: DigestCache | None = None
-    test_cache: TestResultCache | None = None
-    # Why `repo_path` is None though the repository is configured (its mirror could not
-    # fetch the session's commits): the changes check says so, inconclusive.
-    repo_problem: str | None = None
-    # What the witness holds of this session's trail; None when no store was consulted.
-    witnessed: WitnessedPrefix | None = None
-    results: dict[str, CheckResult] = field(default_factory=dict)
-    # Set once the checks that `launch` long work (the test run) have started it, or
-    # finished: CPU-heavy work that can wait (loading the SDK) waits for it, so it
-    # does not slow the critical path down on the way to the test run.
-    launched: threading.Event = field(default_factory=threading.Event)
-
-    def fact(self, kind: type[T]) -> T | None:
-        """The fact of type `kind` an earlier check established, if any."""
-        for result in list(self.results.values()):  # a copy: other checks add theirs
-            for fact in result.facts:
-                if isinstance(fact, kind):
-                    return fact
-        return None
-
-
-class Check(Protocol):
-    name: str
-    # The checks whose results this one reads; it starts when they are done.
-    reads: tuple[str, ...]
-    # Whether it starts long work the others should not slow down (see Context.launched).
-    launches: bool
-
-    def run(self, context: Context) -> CheckResult: ...
+__all__ = ["registered"]
 
 
 def registered() -> tuple[Check, ...]:
     """Every check, in the order their results are shown."""
-    from verifier.checks import audit, changes, replay, tests
-
     return (changes.CHECK, tests.CHECK, audit.CHECK, replay.CHECK)

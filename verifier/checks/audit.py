@@ -14,7 +14,7 @@ Steps of `check`:
    exactly (``audit.witness_mismatch``); an agent configured with
    ``require_witness`` whose trail is not witnessed whole is inconclusive
    (``audit.unwitnessed``); the signature as the configured keys judge it
-   (`verifier.signatures`) goes into ``details``.
+   (`verifier.contract.signatures`) goes into ``details``.
 """
 
 from __future__ import annotations
@@ -27,15 +27,15 @@ from typing import TYPE_CHECKING, Any
 
 from audit import Call, Change, verify_trail
 from audit.findings import Finding
-from verifier.checks import Context, WitnessedPrefix
+from verifier.checks.base import Context, WitnessedPrefix
 from verifier.config import Config
-from verifier.contract import Report, canonical_status
+from verifier.contract.profiles import ActionKind, Profile, load_profile
+from verifier.contract.report import Report, canonical_status
 from verifier.errors import ConfigError
 from verifier.findings import CheckResult, CheckStatus
-from verifier.profiles import ActionKind, Profile, load_profile
 
 if TYPE_CHECKING:  # loading the SDK is the report's business, on first use of its trajectory
-    from verifier.trajectory import ToolCall
+    from verifier.contract.trajectory import ToolCall
 
 NAME = "audit"
 
@@ -151,7 +151,7 @@ def trusted(
     result: CheckResult, report: Report, config: Config, prefix: WitnessedPrefix | None
 ) -> CheckResult:
     """`result` with step 4: the witnessed prefix and the signature."""
-    from verifier import signatures
+    from verifier.contract import signatures
 
     entries = report.doc.audit.entries
     findings = list(result.findings)

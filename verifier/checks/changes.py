@@ -36,14 +36,20 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from audit.findings import Finding
-from verifier._git import BlobDigestCache, MemoryDigestCache
-from verifier.checks import Context, HeadState
+from verifier._internal.git import BlobDigestCache, MemoryDigestCache
+from verifier._internal.paths import (
+    UnsafeFile,
+    glob_matches,
+    hash_in_root,
+    unicode_variant,
+    unsafe_reason,
+)
+from verifier._internal.repository import History, Repository, TreeEntry, changed_between
+from verifier.checks.base import Context, HeadState
 from verifier.config import RepositoryConfig
-from verifier.contract import ClaimedChange
+from verifier.contract.report import ClaimedChange
 from verifier.errors import InfrastructureError
 from verifier.findings import CheckResult
-from verifier.paths import UnsafeFile, glob_matches, hash_in_root, unicode_variant, unsafe_reason
-from verifier.repository import History, Repository, TreeEntry, changed_between
 
 __all__ = ["NAME", "BlobDigestCache", "MemoryDigestCache", "check"]
 

@@ -36,16 +36,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from audit.findings import Finding
-from verifier._git import Git
-from verifier.checks import Context, HeadState
+from verifier._internal.git import Git
+from verifier._internal.paths import EOL_AUTO, EOL_TEXT, UnsafeFile, hash_in_root, unsafe_reason
+from verifier._internal.repository import Repository
+from verifier.checks.base import Context, HeadState
+from verifier.contract.profiles import FILE_ACTIONS, Action, ActionKind, Profile, load_profile
 from verifier.errors import ConfigError, InfrastructureError
 from verifier.findings import CheckResult, CheckStatus
-from verifier.paths import EOL_AUTO, EOL_TEXT, UnsafeFile, hash_in_root, unsafe_reason
-from verifier.profiles import FILE_ACTIONS, Action, ActionKind, Profile, load_profile
-from verifier.repository import Repository
 
 if TYPE_CHECKING:
-    from verifier.trajectory import ToolCall
+    from verifier.contract.trajectory import ToolCall
 
 NAME = "replay"
 FAILING = {

@@ -1,7 +1,7 @@
 """The store's cache of conclusive test results: the tests check's `TestResultCache`.
 
 One row per key (table ``test_result_cache``): the key is a SHA-256 over what
-decided the run (`verifier.checks.tests.cache_key`), the row keeps the session
+decided the run (`verifier.checks.tests.check.cache_key`), the row keeps the session
 first tested under it and the check's result as JSON. The first result put
 under a key stays: two workers that tested the same tree at once computed the
 same thing, and the later one's insert is dropped. Only the tests check decides

@@ -75,7 +75,7 @@ from verifier.store.models import (
 if TYPE_CHECKING:  # the contract's models load the google-genai SDK; the store never needs it
     from alembic.config import Config as AlembicConfig
 
-    from verifier.contract import Report
+    from verifier.contract.report import Report
 
 MIGRATIONS_DIR = resources.migrations_dir()
 # The newest migration. Opening a store that is already there needs no Alembic (whose

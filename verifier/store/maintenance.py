@@ -57,7 +57,7 @@ from verifier.store.models import Base
 Progress = Callable[[str], None]
 
 # What a run keeps of the test command's output: `details.output_excerpt` of a check
-# (verifier/checks/tests.py, `_details`); its `output_sha256` and `output_bytes` stay.
+# (verifier/checks/tests/check.py, `_details`); its `output_sha256` and `output_bytes` stay.
 TEST_LOG_KEYS = ("output_excerpt",)
 PRUNE_BATCH = 200  # sessions per transaction: a server writing meanwhile waits that long at most
 COPY_BATCH_ROWS = 1000

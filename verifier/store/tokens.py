@@ -1,6 +1,6 @@
 """API tokens and the admin log, kept in a `Store`.
 
-Only the SHA-256 of a token is stored (`verifier.auth`): a dump or a backup of
+Only the SHA-256 of a token is stored (`verifier.service.auth`): a dump or a backup of
 the database grants no access. Creating and revoking a token appends its admin
 log entry in the same transaction, so the log never misses an act that took
 effect, and never records one that did not. The log itself is append-only:
@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 
-from verifier import auth
 from verifier.errors import BadRequest, NotFound
+from verifier.service import auth
 from verifier.store.models import AdminLogModel, TokenModel
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ def revoke_token(store: Store, token_id: int, *, actor: str) -> tuple[TokenRow, 
 
 def authenticate(store: Store, token: str) -> TokenRow | None:
     """The stored token `token` is the secret of, or None; expiry and revocation are
-    the caller's to judge (`verifier.auth.refusal`), so it can say which applies."""
+    the caller's to judge (`verifier.service.auth.refusal`), so it can say which applies."""
     if not auth.well_formed(token):
         return None
     digest = auth.token_sha256(token)

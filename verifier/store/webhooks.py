@@ -1,7 +1,7 @@
 """The webhook delivery log: one row per notification to one webhook (migration 0006).
 
 A row is written, with the exact body to send, when a run is recorded
-(`verifier.notify`); it is then *claimed* before each attempt, by moving its
+(`verifier.app.notify`); it is then *claimed* before each attempt, by moving its
 ``next_attempt_at`` forward in one conditional UPDATE, so that two processes
 running the periodic work never send the same delivery at once.
 """

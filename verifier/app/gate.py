@@ -1,0 +1,641 @@
+"""The merge gate: may this be merged? Which sessions are selected, and the decision on them.
+
+`verifier gate` takes these steps, each one call here:
+
+1. `resolve_selection`: the sessions wanted, by id, by head commit (a full SHA,
+   or an abbreviated one or a ref resolved in the local repository), by
+   branch, or by a ``BASE..HEAD`` range (its commits listed by ``git
+   rev-list`` in the local repository, read-only);
+2. `StoreSource` or `ServerSource` reads the selected sessions, from the
+   local store opened read-only or from a service's API, into frozen
+   `GateSession` values;
+3. `watch` reads them again while any is still pending, up to ``--wait``;
+4. `decide` judges each session on its effective status (a standing override
+   wins, the computed verdict stays beside it) and picks the exit code.
+
+Nothing here formats output: `verifier.formats.gate` renders a `Decision`.
+"""
+
+from __future__ import annotations
+
+import enum
+import subprocess
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from verifier.errors import ConfigError, InfrastructureError
+from verifier.findings import Finding
+
+if TYPE_CHECKING:  # SQLAlchemy and httpx load only when a source is made
+    import httpx
+
+    from verifier._internal.git import Git
+    from verifier.store import SessionFilter, Store
+    from verifier.store.db import SessionLine
+
+# Exit codes of the gate (the README's table): 2 is a usage error, raised as one.
+PASSED = 0
+BLOCKED = 1
+UNDECIDED = 3
+
+INCONCLUSIVE_POLICIES = ("fail", "pass")
+# A session named with --session that no store or server holds.
+MISSING = "missing"
+# How often `watch` reads again while sessions are pending, in seconds.
+POLL_S = 1.0
+# The longest one git command over the local repository may take.
+GIT_TIMEOUT_S = 60.0
+# Head commits per query: one SQL IN list, one URL of about 2.6 kB.
+COMMITS_PER_QUERY = 200
+COMMITS_PER_REQUEST = 50
+PAGE = 500
+
+
+class Verdict(enum.StrEnum):
+    """What the gate makes of a session."""
+
+    PASS = "pass"  # delivered
+    FAIL = "fail"  # not delivered, or not stored at all
+    UNDECIDED = "undecided"  # inconclusive, or still pending
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The sessions the gate is asked about; sessions matching any part are selected."""
+
+    session_ids: tuple[str, ...] = ()
+    # Full object ids, resolved from --commit.
+    commits: tuple[str, ...] = ()
+    branches: tuple[str, ...] = ()
+    # BASE..HEAD as given, and the commits git listed for it.
+    rev_range: str | None = None
+    range_commits: tuple[str, ...] = ()
+
+    @property
+    def head_commits(self) -> tuple[str, ...]:
+        """Every commit a selected session may have as its head, each once."""
+        return tuple(dict.fromkeys((*self.commits, *self.range_commits)))
+
+    @property
+    def empty(self) -> bool:
+        """True when no option selects anything (an empty range still counts as asked)."""
+        return not (self.session_ids or self.commits or self.branches or self.rev_range)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "session_ids": list(self.session_ids),
+            "commits": list(self.commits),
+            "branches": list(self.branches),
+            "rev_range": self.rev_range,
+            "range_commits": len(self.range_commits),
+        }
+
+
+@dataclass(frozen=True)
+class Override:
+    """A person's verdict standing over the computed one; author and reason when known."""
+
+    status: str
+    author: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class GateSession:
+    """One selected session as the gate sees it, from a store or a server."""
+
+    session_id: str
+    # delivered, not_delivered, inconclusive, pending, or `MISSING` (not stored).
+    computed_status: str
+    override: Override | None = None
+    repo_name: str | None = None
+    head_commit: str | None = None
+    branch: str | None = None
+    agent_status: str | None = None
+    done: bool | None = None
+    ended_at: datetime | None = None
+    # The run the verdict comes from (the latest conclusive, else the latest) and its findings.
+    run_id: int | None = None
+    findings: tuple[Finding, ...] = ()
+
+    @property
+    def effective_status(self) -> str:
+        """The override when one stands, else the computed status: what the gate decides on."""
+        return self.override.status if self.override is not None else self.computed_status
+
+    @classmethod
+    def missing(cls, session_id: str) -> GateSession:
+        return cls(session_id=session_id, computed_status=MISSING)
+
+
+@dataclass(frozen=True)
+class SessionDecision:
+    session: GateSession
+    verdict: Verdict
+    blocks: bool
+
+    @property
+    def status(self) -> str:
+        return self.session.effective_status
+
+    @property
+    def decided_by(self) -> str:
+        """``override`` when a person's verdict stands, else ``verifier``."""
+        return "verifier" if self.session.override is None else "override"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The gate's answer: every selected session judged, and the exit code."""
+
+    sessions: tuple[SessionDecision, ...]
+    selection: Selection
+    exit_code: int
+    reason: str
+    inconclusive: str = "fail"
+    allow_empty: bool = False
+    source: str = ""
+    waited_s: float | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == PASSED
+
+    @property
+    def outcome(self) -> str:
+        """passed, blocked (exit 1) or undecided (exit 3)."""
+        return {PASSED: "passed", BLOCKED: "blocked"}.get(self.exit_code, "undecided")
+
+    def count(self, status: str) -> int:
+        return sum(1 for d in self.sessions if d.status == status)
+
+    @property
+    def overridden(self) -> int:
+        return sum(1 for d in self.sessions if d.decided_by == "override")
+
+
+def decide(
+    sessions: Sequence[GateSession],
+    selection: Selection,
+    *,
+    inconclusive: str = "fail",
+    allow_empty: bool = False,
+    source: str = "",
+    waited_s: float | None = None,
+) -> Decision:
+    """Judge each session on its effective status; not delivered wins over inconclusive.
+
+    Exit 0 when every session is delivered; 1 when any is not delivered (or was
+    named and is not stored), or when none is selected (0 with `allow_empty`);
+    otherwise 3 when any is inconclusive or still pending, unless `inconclusive`
+    is ``pass``.
+    """
+    if inconclusive not in INCONCLUSIVE_POLICIES:
+        raise ConfigError(f"--inconclusive: got {inconclusive!r}, expected fail or pass")
+    decisions = tuple(_judge(s, inconclusive) for s in sessions)
+    failed = [d for d in decisions if d.verdict is Verdict.FAIL]
+    undecided = [d for d in decisions if d.verdict is Verdict.UNDECIDED]
+    n = len(decisions)
+    if failed:
+        code, reason = BLOCKED, f"{len(failed)} of {n} {_sessions(n)} not delivered"
+    elif undecided and inconclusive == "fail":
+        code = UNDECIDED
+        reason = f"{len(undecided)} of {n} {_sessions(n)} inconclusive or still pending"
+    elif not decisions:
+        code = PASSED if allow_empty else BLOCKED
+        reason = "no session selected" + (" (--allow-empty)" if allow_empty else "")
+    else:
+        code, delivered = PASSED, n - len(undecided)
+        reason = f"{delivered} of {n} {_sessions(n)} delivered"
+        if undecided:
+            reason += f", {len(undecided)} inconclusive or pending (--inconclusive=pass)"
+    return Decision(
+        sessions=decisions,
+        selection=selection,
+        exit_code=code,
+        reason=reason,
+        inconclusive=inconclusive,
+        allow_empty=allow_empty,
+        source=source,
+        waited_s=waited_s,
+    )
+
+
+def _judge(session: GateSession, inconclusive: str) -> SessionDecision:
+    status = session.effective_status
+    if status == "delivered":
+        return SessionDecision(session, Verdict.PASS, blocks=False)
+    if status in ("inconclusive", "pending"):
+        return SessionDecision(session, Verdict.UNDECIDED, blocks=inconclusive == "fail")
+    return SessionDecision(session, Verdict.FAIL, blocks=True)
+
+
+def _sessions(n: int) -> str:
+    return "session" if n == 1 else "sessions"
+
+
+def repository_path(finding: Finding) -> str | None:
+    """The finding's path when it names a file of the repository (changes, replay, a
+    tampering suspect); audit and profile findings name a place in the report instead."""
+    if finding.path and (
+        finding.code.startswith(("change.", "replay."))
+        or finding.code == "tests.tampering_suspected"
+    ):
+        return finding.path
+    return None
+
+
+# -- 1. the selection ---------------------------------------------------------------------
+
+
+def resolve_selection(
+    *,
+    session_ids: Sequence[str] = (),
+    commits: Sequence[str] = (),
+    branches: Sequence[str] = (),
+    rev_range: str | None = None,
+    repo: Path | None = None,
+) -> Selection:
+    """The selection, with --commit refs and the --rev-range resolved in `repo`.
+
+    A full object id needs no repository; an abbreviated SHA, a ref or a range is
+    read from `repo` with git, which changes nothing there.
+    """
+    for name, values in (("--session", session_ids), ("--branch", branches)):
+        for value in values:
+            if not value.strip() or "\x00" in value:
+                raise ConfigError(f"{name}: got {value!r}, expected a non-empty name")
+    resolved = tuple(dict.fromkeys(_resolve_commit(c, repo) for c in commits))
+    in_range: tuple[str, ...] = ()
+    if rev_range is not None:
+        in_range = _commits_in_range(rev_range, repo)
+    return Selection(
+        session_ids=tuple(dict.fromkeys(session_ids)),
+        commits=resolved,
+        branches=tuple(dict.fromkeys(branches)),
+        rev_range=rev_range,
+        range_commits=in_range,
+    )
+
+
+def _git(repo: Path | None, option: str) -> Git:
+    from verifier._internal.git import Git
+
+    where = repo if repo is not None else Path.cwd()
+    if not where.is_dir():
+        raise ConfigError(f"{option}: --repo {str(where)!r} is not a folder")
+    git = Git(where, timeout_s=GIT_TIMEOUT_S)
+    if _call(git, "rev-parse", "--git-dir").returncode != 0:
+        raise ConfigError(
+            f"{option}: {str(where)!r} is not a git repository (give --repo, or a full SHA)"
+        )
+    return git
+
+
+def _call(git: Git, *args: str) -> subprocess.CompletedProcess[bytes]:
+    """``git args`` in the local repository; git that cannot run is a usage error here (the
+    gate reads the caller's own checkout, not a session's repository)."""
+    try:
+        return git.call(*args)
+    except InfrastructureError as exc:
+        raise ConfigError(f"--repo: {exc}") from None
+
+
+def _resolve_commit(ref: str, repo: Path | None, option: str = "--commit") -> str:
+    from verifier._internal.git import is_object_id
+
+    if is_object_id(ref.lower()):
+        return ref.lower()
+    if not ref or ref.startswith("-") or "\x00" in ref:
+        raise ConfigError(f"{option}: got {ref!r}, expected a commit SHA or a ref")
+    git = _git(repo, option)
+    done = _call(git, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
+    if done.returncode != 0:
+        raise ConfigError(f"{option}: {ref!r} does not name a commit in {str(git.cwd)!r}")
+    return str(done.stdout.decode().strip())
+
+
+def _commits_in_range(rev_range: str, repo: Path | None) -> tuple[str, ...]:
+    base, dots, head = rev_range.partition("..")
+    if not dots or not base or not head or head.startswith("."):
+        raise ConfigError(
+            f"--rev-range: got {rev_range!r}, expected BASE..HEAD (two commits or refs)"
+        )
+    base_id = _resolve_commit(base, repo, "--rev-range")
+    head_id = _resolve_commit(head, repo, "--rev-range")
+    git = _git(repo, "--rev-range")
+    # Both ends are object ids now: git reads nothing from the caller's text.
+    for end, object_id in ((base, base_id), (head, head_id)):
+        if _call(git, "cat-file", "-e", f"{object_id}^{{commit}}").returncode != 0:
+            raise ConfigError(f"--rev-range: {end!r} is not a commit in {str(git.cwd)!r}")
+    listed = _call(git, "rev-list", f"{base_id}..{head_id}")
+    if listed.returncode != 0:
+        problem = listed.stderr.decode("utf-8", "replace").strip()
+        raise ConfigError(f"--rev-range: git rev-list {rev_range} failed: {problem}")
+    return tuple(listed.stdout.decode().split())
+
+
+# -- 2. the sources -------------------------------------------------------------------------
+
+
+class StoreSource:
+    """The selected sessions from a store opened read-only."""
+
+    def __init__(self, store: Store, description: str) -> None:
+        self.store = store
+        self.description = description
+
+    @staticmethod
+    def nothing(selection: Selection) -> list[GateSession]:
+        """What a store that does not exist yet holds: each named session, missing."""
+        return _complete({}, selection)
+
+    def read(self, selection: Selection) -> list[GateSession]:
+        """The selected sessions: their rows read a page at a time (`Store.session_lines`),
+        then the findings of the runs that have any, in one more query per 500 runs."""
+        lines: dict[str, SessionLine] = {}
+        for filters in _filters(selection):
+            for line in self.store.session_lines(filters):
+                lines.setdefault(line.session.session_id, line)
+        findings = self.store.findings_of(
+            [
+                line.run_id
+                for line in lines.values()
+                if line.run_id is not None and line.first_finding_code is not None
+            ]
+        )
+        found = {
+            session_id: self._session(line, findings.get(line.run_id or 0, ()))
+            for session_id, line in lines.items()
+        }
+        return _complete(found, selection)
+
+    def _session(self, line: SessionLine, findings: tuple[Finding, ...]) -> GateSession:
+        from verifier.store.overrides import overrides
+
+        s = line.session
+        override = None
+        if s.override_status is not None:
+            standing = overrides(self.store, s.session_id)
+            last = standing[-1] if standing else None
+            override = Override(
+                s.override_status,
+                None if last is None else last.author,
+                None if last is None else last.reason,
+            )
+        return GateSession(
+            session_id=s.session_id,
+            computed_status=line.delivery_status,
+            override=override,
+            repo_name=s.repo_name,
+            head_commit=s.head_commit,
+            branch=s.branch,
+            agent_status=s.status,
+            done=s.done,
+            ended_at=s.ended_at,
+            run_id=line.run_id,
+            findings=findings,
+        )
+
+
+def _filters(selection: Selection) -> Iterator[SessionFilter]:
+    from verifier.store import SessionFilter
+
+    ids = selection.session_ids
+    for i in range(0, len(ids), COMMITS_PER_QUERY):
+        yield SessionFilter(session_ids=ids[i : i + COMMITS_PER_QUERY])
+    commits = selection.head_commits
+    for i in range(0, len(commits), COMMITS_PER_QUERY):
+        yield SessionFilter(head_commits=commits[i : i + COMMITS_PER_QUERY])
+    for branch in selection.branches:
+        yield SessionFilter(branch=branch)
+
+
+def _complete(found: dict[str, GateSession], selection: Selection) -> list[GateSession]:
+    """The sessions found, oldest ended first, and each named session not found as missing."""
+    for session_id in selection.session_ids:
+        found.setdefault(session_id, GateSession.missing(session_id))
+    return sorted(
+        found.values(),
+        key=lambda s: (s.ended_at is None, s.ended_at or datetime.min, s.session_id),
+    )
+
+
+class ServerSource:
+    """The selected sessions from a verifier service, read with a token of the read scope.
+
+    A server that cannot be reached, refuses the token, or answers something that
+    is not the API's raises `ConfigError` naming the problem (the gate exits 2).
+    """
+
+    def __init__(self, url: str, token: str, client: httpx.Client | None = None) -> None:
+        import httpx
+
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError(f"--server: got {url!r}, expected an http:// or https:// URL")
+        if not token.strip():
+            raise ConfigError("VERIFIER_TOKEN is empty: give the server's read token there")
+        self.url = url.rstrip("/")
+        self.description = f"server {self.url}"
+        self._client = client or httpx.Client(
+            base_url=self.url,
+            headers={"Authorization": f"Bearer {token.strip()}"},
+            timeout=httpx.Timeout(30.0, connect=10.0),
+            follow_redirects=False,
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+    def read(self, selection: Selection) -> list[GateSession]:
+        found: dict[str, GateSession] = {}
+        details: set[str] = set()
+        for session_id in selection.session_ids:
+            body = self._get(f"/v1/sessions/{quote(session_id, safe='')}", missing_ok=True)
+            if body is not None:
+                found[session_id] = session_from_api(body, with_findings=True)
+                details.add(session_id)
+        commits = selection.head_commits
+        for i in range(0, len(commits), COMMITS_PER_REQUEST):
+            chunk = commits[i : i + COMMITS_PER_REQUEST]
+            self._list(found, [("head_commit", c) for c in chunk])
+        for branch in selection.branches:
+            self._list(found, [("branch", branch)])
+        for session_id, session in list(found.items()):
+            # Findings come with a session's page: only those that may be shown are read.
+            if session_id not in details and (
+                session.computed_status in ("not_delivered", "inconclusive")
+                or session.override is not None
+            ):
+                body = self._get(f"/v1/sessions/{quote(session_id, safe='')}")
+                if body is not None:
+                    found[session_id] = session_from_api(body, with_findings=True)
+        return _complete(found, selection)
+
+    def _list(self, found: dict[str, GateSession], params: list[tuple[str, str]]) -> None:
+        cursor: str | None = None
+        while True:
+            query = [*params, ("limit", str(PAGE))]
+            if cursor is not None:
+                query.append(("cursor", cursor))
+            body = self._get("/v1/sessions", params=query)
+            assert body is not None
+            sessions = body.get("sessions")
+            if not isinstance(sessions, list):
+                raise self._strange("/v1/sessions", "no list of sessions")
+            for item in sessions:
+                session = session_from_api(item, with_findings=False)
+                found.setdefault(session.session_id, session)
+            cursor = body.get("next_cursor")
+            if not cursor:
+                return
+
+    def _get(
+        self,
+        path: str,
+        *,
+        params: list[tuple[str, str]] | None = None,
+        missing_ok: bool = False,
+    ) -> dict[str, Any] | None:
+        import httpx
+
+        try:
+            response = self._client.get(
+                path, params=None if params is None else httpx.QueryParams(tuple(params))
+            )
+        except httpx.HTTPError as exc:
+            raise ConfigError(
+                f"--server: {self.url} cannot be reached ({type(exc).__name__}: {exc})"
+            ) from None
+        if response.status_code == 404 and missing_ok:
+            return None
+        if response.status_code in (401, 403):
+            what = "refused" if response.status_code == 401 else "lacks the read scope for"
+            raise ConfigError(
+                f"VERIFIER_TOKEN: the server {self.url} {what} this token "
+                f"({response.status_code}: {_problem(response)})"
+            )
+        if response.status_code != 200:
+            raise ConfigError(
+                f"--server: {self.url} answered {response.status_code} to GET {path}: "
+                f"{_problem(response)}"
+            )
+        try:
+            body = response.json()
+        except ValueError:
+            raise self._strange(path, "a body that is not JSON") from None
+        if not isinstance(body, dict):
+            raise self._strange(path, "a body that is not an object")
+        return body
+
+    def _strange(self, path: str, what: str) -> ConfigError:
+        return ConfigError(
+            f"--server: {self.url} answered GET {path} with {what}: is it a verifier service?"
+        )
+
+
+def _problem(response: httpx.Response) -> str:
+    try:
+        error = response.json()["error"]
+        return f"{error['code']}: {error['problem']}"
+    except (ValueError, KeyError, TypeError):
+        return response.text[:200] or response.reason_phrase
+
+
+def session_from_api(body: dict[str, Any], *, with_findings: bool) -> GateSession:
+    """A session from the API's summary or detail; keys it does not know are ignored.
+
+    A standing override is ``override_status``; a detail's ``overrides`` (oldest
+    first) gives its author and reason. A server without overrides has neither key.
+    """
+    try:
+        repo = body.get("repo") or {}
+        override_status = body.get("override_status")
+        override = None
+        if override_status:
+            history = body.get("overrides") or []
+            last = history[-1] if history and isinstance(history[-1], dict) else {}
+            said = last.get("status") == override_status
+            override = Override(
+                str(override_status),
+                last.get("author") if said else None,
+                last.get("reason") if said else None,
+            )
+        findings: list[Finding] = []
+        if with_findings:
+            for check in (body.get("checks") or {}).values():
+                for item in check.get("findings", []):
+                    findings.append(
+                        Finding(
+                            str(item["code"]),
+                            str(item.get("message", "")),
+                            item.get("path"),
+                            item.get("expected"),
+                            item.get("found"),
+                        )
+                    )
+        ended = body.get("ended_at")
+        run_id = body.get("verdict_run_id") or body.get("latest_run_id")
+        return GateSession(
+            session_id=str(body["session_id"]),
+            computed_status=str(body["delivery_status"]),
+            override=override,
+            repo_name=repo.get("name"),
+            head_commit=repo.get("head_commit"),
+            branch=repo.get("branch"),
+            agent_status=body.get("agent_status"),
+            done=body.get("done"),
+            ended_at=None if not ended else datetime.fromisoformat(str(ended)),
+            run_id=run_id if isinstance(run_id, int) else None,
+            findings=tuple(findings),
+        )
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise ConfigError(
+            f"--server: a session in the answer is not the API's shape ({type(exc).__name__}: "
+            f"{exc})"
+        ) from None
+
+
+# -- 3. waiting -----------------------------------------------------------------------------
+
+WAITED_FOR = ("pending", MISSING)
+
+
+@dataclass(frozen=True)
+class Watched:
+    sessions: list[GateSession] = field(default_factory=list)
+    waited_s: float = 0.0
+
+
+def watch(
+    read: Callable[[], list[GateSession]],
+    wait_s: float,
+    *,
+    progress: Callable[[str], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    poll_s: float = POLL_S,
+) -> Watched:
+    """Read the sessions, and again every `poll_s` while any is pending (or named and not
+    stored yet), for at most `wait_s` seconds; the last reading is returned."""
+    start = clock()
+    while True:
+        sessions = read()
+        waiting = [s.session_id for s in sessions if s.effective_status in WAITED_FOR]
+        elapsed = clock() - start
+        if not waiting or elapsed >= wait_s:
+            return Watched(sessions, elapsed)
+        if progress is not None:
+            shown = ", ".join(waiting[:5]) + (
+                f" and {len(waiting) - 5} more" if len(waiting) > 5 else ""
+            )
+            progress(
+                f"waiting for {len(waiting)} of {len(sessions)} {_sessions(len(sessions))} "
+                f"still pending ({shown}): {elapsed:.0f}s of {wait_s:g}s"
+            )
+        sleep(min(poll_s, max(wait_s - elapsed, 0.0)))

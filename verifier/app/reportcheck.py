@@ -1,0 +1,301 @@
+"""`verifier report check`: what a harness author must fix in a report, offline.
+
+A report is checked against everything that needs no repository: the contract
+(`verifier.contract.report.parse_report`), claim paths the contract forbids, and the
+audit check (`verifier.checks.audit.check`: the hash chain, completeness
+against the trajectory, effects against the claims). The repository-side
+checks (changes in git, the tests) are `verify`'s; this is the loop a harness
+author runs while writing their harness, before any verifier sees the report.
+
+`check_report` turns bytes into a `ReportCheck`; `render_text` and
+`render_json` turn that into output. No I/O here, so each part is tested alone.
+
+When an entry's hash does not match, a `HashExplanation` carries the exact
+bytes we hashed (RFC 8785 canonical form, after the domain prefix), so the
+author can diff them with what their own canonicalizer produced. The same is
+given for an arguments or response hash that does not match.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from audit.chain import ENTRY_DOMAIN, entry_hash
+from audit.jcs import CanonicalizationError, canonicalize, sha256_hex
+from verifier._internal.paths import unsafe_reason
+from verifier.checks import audit as audit_check
+from verifier.contract.profiles import load_profile
+from verifier.contract.report import Report, parse_report
+from verifier.errors import InvalidReport
+from verifier.findings import Finding
+
+__all__ = ["HashExplanation", "ReportCheck", "check_report", "render_json", "render_text"]
+
+# The findings whose `path` is a file of the repository, not a field of the report.
+_FILE_PATH_CODES = frozenset(
+    ("audit.claim_unexplained", "audit.effect_mismatch", "audit.effect_undeclared")
+)
+_ENTRY_AT = re.compile(r"^audit\.entries\[(\d+)\]")
+Kind = Literal["entry", "args", "result"]
+_EXPLAINED: dict[str, Kind] = {
+    "audit.hash_mismatch": "entry",
+    "audit.args_mismatch": "args",
+    "audit.result_mismatch": "result",
+}
+
+
+@dataclass(frozen=True)
+class HashExplanation:
+    """The bytes behind one hash that does not match, for the author to diff.
+
+    `kind` is what was hashed: ``entry`` (the prefix ``audit-entry/v1`` and a
+    NUL byte, then the JCS form of the entry without ``hash``), ``args`` (the
+    JCS form of the call's ``args``) or ``result`` (of its ``response``).
+    `canonical` is the JCS part only; `computed` is our hash of the whole,
+    `stated` the report's.
+    """
+
+    kind: Kind
+    index: int
+    seq: object
+    call_id: str | None
+    canonical: bytes
+    computed: str
+    stated: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "entry": self.index,
+            "seq": self.seq,
+            "call_id": self.call_id,
+            "prefix": ENTRY_DOMAIN.decode("ascii") if self.kind == "entry" else "",
+            "canonical": self.canonical.decode("utf-8"),
+            "computed": self.computed,
+            "stated": self.stated,
+        }
+
+
+@dataclass(frozen=True)
+class ReportCheck:
+    """The outcome of checking one report's bytes.
+
+    `invalid` is set when the bytes are not a report v1 at all; then there are
+    no findings. `seqs` maps an entry's index to its stated ``seq``, so a
+    finding can say which entry it is about as the author numbers them.
+    """
+
+    session_id: str | None = None
+    profile: str | None = None
+    invalid: InvalidReport | None = None
+    findings: tuple[Finding, ...] = ()
+    explanations: tuple[HashExplanation, ...] = ()
+    unknown_calls: tuple[str, ...] = ()
+    entries: int = 0
+    calls: int = 0
+    seqs: Mapping[int, object] = field(default_factory=dict)
+    claims: tuple[str, ...] = ()
+
+    @property
+    def exit_code(self) -> int:
+        """0 valid with no finding, 1 findings, 2 not a valid report."""
+        if self.invalid is not None:
+            return 2
+        return 1 if self.findings else 0
+
+    def where(self, finding: Finding) -> str | None:
+        """Where in the report: the field path, with the entry's ``seq`` for an entry.
+
+        Findings about a file carry its repository path; that is shown as a
+        file, with the claim that names it when there is one.
+        """
+        path = finding.path
+        if path is None:
+            return None
+        if finding.code in _FILE_PATH_CODES:
+            if path in self.claims:
+                return f"file {path} (changes[{self.claims.index(path)}])"
+            return f"file {path}"
+        m = _ENTRY_AT.match(path)
+        if m is not None and int(m.group(1)) in self.seqs:
+            return f"{path} (entry seq {json.dumps(self.seqs[int(m.group(1))])})"
+        return path
+
+
+def check_report(raw: bytes, profiles_dir: Path) -> ReportCheck:
+    """Check `raw` as a session report v1, offline.
+
+    The tool profile is the report's ``agent.tool_profile`` in `profiles_dir`
+    (``default`` when none is named); a profile that does not exist raises
+    `ConfigError`, since the verifier could not judge the report either.
+    """
+    try:
+        report = parse_report(raw)
+    except InvalidReport as exc:
+        return ReportCheck(invalid=exc)
+    profile = load_profile(profiles_dir, report.doc.agent.tool_profile)
+    findings = [
+        Finding(
+            "change.path_unsafe",
+            f"{claim.path!r}: {reason}",
+            path=f"changes[{n}].path",
+            expected="a relative POSIX path inside the repository",
+            found=claim.path,
+        )
+        for n, claim in enumerate(report.doc.changes)
+        if (reason := unsafe_reason(claim.path)) is not None
+    ]
+    result = audit_check.check(report, profile)
+    findings.extend(result.findings)
+    entries = report.doc.audit.entries
+    return ReportCheck(
+        session_id=report.session_id,
+        profile=profile.name,
+        findings=tuple(findings),
+        explanations=tuple(_explanations(report, result.findings)),
+        unknown_calls=tuple(result.details.get("unknown_calls", ())),
+        entries=len(entries),
+        calls=len(report.trajectory.calls),
+        seqs={i: e.get("seq") for i, e in enumerate(entries) if isinstance(e, Mapping)},
+        claims=tuple(c.path for c in report.doc.changes),
+    )
+
+
+def _explanations(report: Report, findings: tuple[Finding, ...]) -> list[HashExplanation]:
+    """The hashed bytes behind every hash finding whose bytes we can produce."""
+    entries = report.doc.audit.entries
+    calls = {c.call_id: c for c in reversed(report.trajectory.calls)}  # the first of an id wins
+    out: list[HashExplanation] = []
+    for finding in findings:
+        kind = _EXPLAINED.get(finding.code)
+        m = _ENTRY_AT.match(finding.path or "")
+        if kind is None or m is None or finding.found is None:
+            continue
+        index = int(m.group(1))
+        entry = entries[index] if index < len(entries) else None
+        if not isinstance(entry, Mapping):
+            continue
+        call_id = entry.get("call_id") if isinstance(entry.get("call_id"), str) else None
+        try:
+            if kind == "entry":
+                body = {k: v for k, v in entry.items() if k != "hash"}
+                canonical, computed = canonicalize(body), entry_hash(entry)
+            else:
+                call = calls.get(call_id) if call_id is not None else None
+                if call is None:
+                    continue
+                value = call.args if kind == "args" else call.response_object
+                if value is None:
+                    continue
+                canonical = canonicalize(dict(value))
+                computed = sha256_hex(canonical)
+        except CanonicalizationError:
+            continue  # the finding already says there is no JCS form
+        out.append(
+            HashExplanation(
+                kind, index, entry.get("seq"), call_id, canonical, computed, finding.found
+            )
+        )
+    return out
+
+
+def render_text(check: ReportCheck, *, explain: bool = False) -> str:
+    """What a harness author reads: each finding with its code, where, expected and found."""
+    if check.invalid is not None:
+        return (
+            "invalid report: the bytes are not a session report v1\n"
+            f"  field:   {check.invalid.field}\n"
+            f"  problem: {check.invalid.problem}\n"
+        )
+    lines = [
+        f"report {check.session_id}: "
+        + (
+            "valid, no finding"
+            if not check.findings
+            else f"{len(check.findings)} finding{'s' if len(check.findings) > 1 else ''}"
+        )
+        + f" (profile {check.profile}, {check.entries} audit entries, {check.calls} calls)"
+    ]
+    for finding in check.findings:
+        lines.append(f"{finding.code}: {finding.message}")
+        where = check.where(finding)
+        if where is not None:
+            lines.append(f"  where:    {where}")
+        if finding.expected is not None:
+            lines.append(f"  expected: {finding.expected}")
+        if finding.found is not None:
+            lines.append(f"  found:    {finding.found}")
+    if check.unknown_calls:
+        lines.append(
+            f"note: calls the profile {check.profile!r} does not know (kept raw, not normalised): "
+            + ", ".join(check.unknown_calls)
+        )
+    if explain:
+        for e in check.explanations:
+            lines.extend(_explain_lines(e))
+        if not check.explanations:
+            lines.append("explain: no hash to explain")
+    elif check.explanations:
+        lines.append("(--explain shows the canonical bytes behind each hash that does not match)")
+    return "\n".join(lines) + "\n"
+
+
+def _explain_lines(e: HashExplanation) -> list[str]:
+    seq = json.dumps(e.seq)
+    if e.kind == "entry":
+        head = (
+            f"explain audit.entries[{e.index}] (seq {seq}): hashed "
+            '"audit-entry/v1", one NUL byte, then these RFC 8785 bytes (the entry without "hash"):'
+        )
+    else:
+        what = "args" if e.kind == "args" else "response"
+        head = (
+            f"explain audit.entries[{e.index}] (seq {seq}) {e.kind}_sha256: the RFC 8785 bytes "
+            f"of the {what} of call {e.call_id}:"
+        )
+    return [
+        head,
+        e.canonical.decode("utf-8"),
+        f"  computed: {e.computed}",
+        f"  stated:   {e.stated}",
+    ]
+
+
+def render_json(check: ReportCheck, *, explain: bool = False) -> str:
+    """One JSON object for scripts; ``explanations`` only with `explain`."""
+    data: dict[str, Any]
+    if check.invalid is not None:
+        data = {
+            "valid": False,
+            "field": check.invalid.field,
+            "problem": check.invalid.problem,
+            "findings": [],
+        }
+    else:
+        data = {
+            "valid": True,
+            "session_id": check.session_id,
+            "profile": check.profile,
+            "entries": check.entries,
+            "calls": check.calls,
+            "findings": [_finding_dict(check, f) for f in check.findings],
+            "unknown_calls": list(check.unknown_calls),
+        }
+        if explain:
+            data["explanations"] = [e.to_dict() for e in check.explanations]
+    data["exit_code"] = check.exit_code
+    return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
+
+
+def _finding_dict(check: ReportCheck, finding: Finding) -> dict[str, Any]:
+    """The finding's JSON form, with the entry's stated ``seq`` when it is about an entry."""
+    data = finding.to_dict()
+    m = _ENTRY_AT.match(finding.path or "")
+    if m is not None and int(m.group(1)) in check.seqs:
+        data["seq"] = check.seqs[int(m.group(1))]
+    return data

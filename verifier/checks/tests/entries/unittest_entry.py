@@ -1,0 +1,76 @@
+"""Run unittest as ``python -m unittest ARGS`` would, and write what it counted as JSON.
+
+The tests check runs ``PYTHON _unittest_entry.py FD ARGS...`` in place of a
+configured ``PYTHON -m unittest ARGS...``, with the repository's own interpreter,
+so it uses the standard library only and must run on any Python 3 the
+repository has. unittest's text output is unchanged; its counts (tests run,
+failures, errors, skipped, expected failures, unexpected successes) are written
+as one JSON line, when the run stops, to the descriptor FD: a pipe whose read
+end only the verifier holds (`verifier.checks.tests.results.unittest_counts`), so they
+cannot be rewritten after the fact the way a file could. "Ran 0 tests" then is
+a number we read rather than a line we would parse. The descriptor is not
+inherited by processes the tests start; the code under test, in this process,
+can still find it and write to it, which the verifier sees as a second line.
+
+The exit status is unittest's own. When unittest stops before running anything
+(bad arguments, an import error in a named module) nothing is written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import unittest
+from typing import Any
+
+_results: list[unittest.TestResult] = []
+
+
+class _RecordingResult(unittest.TextTestResult):
+    """unittest's own text result, kept when the run ends."""
+
+    def stopTestRun(self) -> None:
+        super().stopTestRun()
+        _results.append(self)
+
+
+class _RecordingRunner(unittest.TextTestRunner):
+    """unittest's own runner (unittest.main builds it with the options of ARGS)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["resultclass"] = _RecordingResult
+        super().__init__(*args, **kwargs)
+
+
+def _counts(result: unittest.TestResult) -> dict[str, int]:
+    return {
+        "tests_run": result.testsRun,
+        "failures": len(result.failures),
+        "errors": len(result.errors),
+        "skipped": len(result.skipped),
+        "expected_failures": len(result.expectedFailures),
+        "unexpected_successes": len(result.unexpectedSuccesses),
+    }
+
+
+def main() -> None:
+    fd, args = int(sys.argv[1]), sys.argv[2:]
+    os.set_inheritable(fd, False)
+    # As `-m` does: the working folder, not this script's, comes first on the path.
+    sys.path[0] = os.getcwd()
+    sys.argv = ["python -m unittest", *args]
+    status: Any = 0
+    try:
+        unittest.main(module=None, argv=sys.argv, testRunner=_RecordingRunner)
+    except SystemExit as exc:
+        status = exc.code
+    if _results:
+        data = memoryview((json.dumps(_counts(_results[-1])) + "\n").encode())
+        while data:
+            data = data[os.write(fd, data) :]
+    sys.exit(status)
+
+
+if __name__ == "__main__":
+    main()

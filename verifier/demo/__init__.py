@@ -1,0 +1,1 @@
+"""`make demo`: real sessions on a real repository, done versus delivered."""

@@ -1,0 +1,598 @@
+"""The merge gate's formats: pure functions from a `verifier.app.gate.Decision` to text.
+
+text (a table for people), json (for scripts), junit (one testcase per
+session), github (workflow commands for annotations, and a Markdown table for
+the step summary) and sarif (2.1.0, one rule per finding code). None of them
+does I/O: the command writes what they return.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from verifier import __version__
+from verifier.app.gate import (
+    MISSING,
+    Decision,
+    SessionDecision,
+    Verdict,
+    repository_path,
+)
+from verifier.findings import Finding
+
+FORMATS = ("text", "json", "junit", "github", "sarif")
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+# GitHub shows at most 10 annotations of each kind (error, warning, notice) per step,
+# and 50 per job: one gate step stays within both at 10 of each.
+GITHUB_PER_KIND = 10
+# A step summary may hold 1 MiB; a row shows this many findings, the summary this many rows.
+SUMMARY_FINDINGS = 5
+SUMMARY_ROWS = 300
+# Findings listed per session in the text view (all of them are in json and sarif).
+TEXT_FINDINGS = 20
+# Rule ids of what the gate says about a session that has no finding to show.
+GATE_RULES = {
+    "gate.not_delivered": "The session is not delivered.",
+    "gate.inconclusive": "The session's verification could not conclude.",
+    "gate.pending": "The session is not verified yet.",
+    "gate.missing": "The session was named, but no store or server holds it.",
+    "gate.no_session": "No session was selected.",
+}
+CHECK_OF_PREFIX = {
+    "change": "the changes check: claimed file changes against the git repository",
+    "tests": "the tests check: the repository's test command on the head state",
+    "audit": "the audit check: the harness's hash-chained audit trail",
+    "replay": "the replay check: the model's edit requests replayed on the base files",
+    "profile": "the replay check's tool profile: a call it cannot read",
+}
+
+
+def status_words(status: str) -> str:
+    return "not stored" if status == MISSING else status.replace("_", " ")
+
+
+def verdict_words(decision: SessionDecision) -> str:
+    """The status, and the computed verdict beside it when an override decided."""
+    words = status_words(decision.status)
+    if decision.decided_by == "override":
+        computed = status_words(decision.session.computed_status)
+        words += f" (override; computed: {computed})"
+    return words
+
+
+def describe_selection(decision: Decision) -> str:
+    s = decision.selection
+    parts = [f"--session {i}" for i in s.session_ids]
+    parts += [f"--commit {c[:12]}" for c in s.commits]
+    parts += [f"--branch {b}" for b in s.branches]
+    if s.rev_range is not None:
+        n = len(s.range_commits)
+        parts.append(f"--rev-range {s.rev_range} ({n} commit{'' if n == 1 else 's'})")
+    return ", ".join(parts)
+
+
+def finding_line(finding: Finding) -> str:
+    """One finding on one line: code, path, message, expected and found."""
+    where = f" {finding.path}" if finding.path else ""
+    line = f"{finding.code}{where}: {finding.message}"
+    if finding.expected is not None or finding.found is not None:
+        line += f" (expected {_short(finding.expected)}, found {_short(finding.found)})"
+    return line
+
+
+def _short(value: str | None, limit: int = 120) -> str:
+    if value is None:
+        return "-"
+    value = " ".join(value.split())
+    return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+def summary_line(decision: Decision) -> str:
+    line = f"gate: {decision.outcome} (exit {decision.exit_code}): {decision.reason}"
+    if decision.overridden:
+        n = decision.overridden
+        line += f"; {n} {'session' if n == 1 else 'sessions'} decided by an override"
+    if decision.waited_s:
+        line += f"; waited {decision.waited_s:.0f}s"
+    return line
+
+
+def _shown(decision: SessionDecision) -> bool:
+    """Whether a session's findings are worth showing: it did not simply pass."""
+    return decision.verdict is not Verdict.PASS or decision.decided_by == "override"
+
+
+# -- text ---------------------------------------------------------------------------------
+
+
+def render_text(decision: Decision, width: int | None = None) -> str:
+    """A table of the selected sessions, the findings of those not delivered, the answer."""
+    from verifier.formats import render
+
+    console, out = render._console(width)
+    esc = render._escape
+    console.print(f"selected by {esc(describe_selection(decision))} from {esc(decision.source)}")
+    if decision.sessions:
+        from rich.table import Table
+
+        table = Table("session", "head", "verdict", "decided by", "first finding")
+        table.columns[0].overflow = "fold"
+        for d in decision.sessions:
+            s = d.session
+            first = s.findings[0] if s.findings else None
+            style = render.VERDICT_STYLE.get(d.status, "dim" if d.status != MISSING else "red")
+            table.add_row(
+                esc(s.session_id),
+                (s.head_commit or "-")[:12],
+                f"[{style}]{esc(verdict_words(d))}[/{style}]",
+                d.decided_by,
+                esc(render.finding_short(first)) if first else "",
+            )
+        console.print(table)
+    for d in decision.sessions:
+        if not _shown(d):
+            continue
+        s = d.session
+        blocks = "blocks" if d.blocks else "does not block"
+        console.print(f"[bold]{esc(s.session_id)}[/bold]: {esc(verdict_words(d))} ({blocks})")
+        if s.override is not None:
+            by = f" by {s.override.author}" if s.override.author else ""
+            why = f": {s.override.reason}" if s.override.reason else ""
+            console.print(f"  override {esc(s.override.status)}{esc(by)}{esc(why)}")
+        for finding in s.findings[:TEXT_FINDINGS]:
+            console.print(f"  - {esc(finding_line(finding))}")
+        if len(s.findings) > TEXT_FINDINGS:
+            console.print(
+                f"  … and {len(s.findings) - TEXT_FINDINGS} more findings (--format json)"
+            )
+    style = "bold green" if decision.passed else "bold red"
+    console.print(f"[{style}]{esc(summary_line(decision))}[/{style}]")
+    return out.getvalue()
+
+
+# -- json ---------------------------------------------------------------------------------
+
+
+def decision_dict(decision: Decision) -> dict[str, Any]:
+    counts = {
+        status: decision.count(status)
+        for status in ("delivered", "not_delivered", "inconclusive", "pending", MISSING)
+    }
+    return {
+        "outcome": decision.outcome,
+        "exit_code": decision.exit_code,
+        "reason": decision.reason,
+        "inconclusive": decision.inconclusive,
+        "allow_empty": decision.allow_empty,
+        "source": decision.source,
+        "waited_s": decision.waited_s,
+        "selection": decision.selection.to_dict(),
+        "counts": {"selected": len(decision.sessions), **counts, "overridden": decision.overridden},
+        "sessions": [_session_dict(d) for d in decision.sessions],
+    }
+
+
+def _session_dict(d: SessionDecision) -> dict[str, Any]:
+    s = d.session
+    override = s.override
+    return {
+        "session_id": s.session_id,
+        "status": d.status,
+        "computed_status": s.computed_status,
+        "decided_by": d.decided_by,
+        "override": None
+        if override is None
+        else {"status": override.status, "author": override.author, "reason": override.reason},
+        "verdict": d.verdict.value,
+        "blocks": d.blocks,
+        "repo": s.repo_name,
+        "head_commit": s.head_commit,
+        "branch": s.branch,
+        "agent_status": s.agent_status,
+        "done": s.done,
+        "ended_at": None if s.ended_at is None else s.ended_at.isoformat(),
+        "run_id": s.run_id,
+        "findings": [f.to_dict() for f in s.findings],
+    }
+
+
+def render_json(decision: Decision) -> str:
+    return json.dumps(decision_dict(decision), ensure_ascii=False, indent=2) + "\n"
+
+
+# -- junit --------------------------------------------------------------------------------
+
+# Characters XML 1.0 cannot hold, even escaped: a finding may quote any bytes.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _xml_text(text: str) -> str:
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def render_junit(decision: Decision) -> str:
+    """One testcase per session: a failure when not delivered, an error when inconclusive
+    or pending and that blocks, skipped when it does not (--inconclusive=pass)."""
+    suites = ET.Element("testsuites", name="verifier gate")
+    suite = ET.SubElement(suites, "testsuite", name="verifier gate")
+    tests = failures = errors = skipped = 0
+    for d in decision.sessions:
+        s = d.session
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname=f"verifier.gate.{_xml_text(s.repo_name or 'unknown')}",
+            name=_xml_text(s.session_id),
+        )
+        tests += 1
+        detail = _xml_text(_session_detail(d))
+        message = _xml_text(_session_headline(d))
+        if d.verdict is Verdict.FAIL:
+            failures += 1
+            ET.SubElement(case, "failure", message=message, type=d.status).text = detail
+        elif d.verdict is Verdict.UNDECIDED and d.blocks:
+            errors += 1
+            ET.SubElement(case, "error", message=message, type=d.status).text = detail
+        elif d.verdict is Verdict.UNDECIDED:
+            skipped += 1
+            ET.SubElement(case, "skipped", message=message).text = detail
+        else:
+            ET.SubElement(case, "system-out").text = detail
+    if not decision.sessions and not decision.allow_empty:
+        case = ET.SubElement(suite, "testcase", classname="verifier.gate", name="selection")
+        tests += 1
+        failures += 1
+        text = f"no session selected by {describe_selection(decision)}"
+        ET.SubElement(case, "failure", message=_xml_text(text), type="no_session")
+    for element in (suites, suite):
+        element.set("tests", str(tests))
+        element.set("failures", str(failures))
+        element.set("errors", str(errors))
+    suite.set("skipped", str(skipped))
+    ET.SubElement(suite, "system-out").text = _xml_text(summary_line(decision))
+    ET.indent(suites)
+    body = ET.tostring(suites, encoding="unicode")
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + body + "\n"
+
+
+def _session_headline(d: SessionDecision) -> str:
+    s = d.session
+    first = f": {finding_line(s.findings[0])}" if s.findings else ""
+    return f"{verdict_words(d)}{first}"
+
+
+def _session_detail(d: SessionDecision) -> str:
+    s = d.session
+    lines = [f"session {s.session_id}: {verdict_words(d)}"]
+    if s.head_commit:
+        lines.append(f"head commit {s.head_commit}" + (f" on {s.branch}" if s.branch else ""))
+    if s.override is not None:
+        by = f" by {s.override.author}" if s.override.author else ""
+        lines.append(
+            f"override {s.override.status}{by}: {s.override.reason or '(no reason given)'}"
+        )
+    lines += [f"- {finding_line(f)}" for f in s.findings]
+    return "\n".join(lines)
+
+
+# -- github -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Annotation:
+    level: str  # error, warning, notice
+    title: str
+    message: str
+    file: str | None = None
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class GithubOutput:
+    """What `--format github` writes: workflow commands on stdout, Markdown for the summary."""
+
+    stdout: str
+    summary: str
+    annotations: tuple[Annotation, ...]
+    left_out: dict[str, int]
+
+
+def escape_data(text: str) -> str:
+    """A workflow command's message, as @actions/core escapes it."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    """A workflow command's property value: also `:` and `,`, which end it."""
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def workflow_command(annotation: Annotation) -> str:
+    properties = [("file", annotation.file), ("line", annotation.line), ("title", annotation.title)]
+    shown = ",".join(f"{k}={escape_property(str(v))}" for k, v in properties if v is not None)
+    return f"::{annotation.level} {shown}::{escape_data(annotation.message)}"
+
+
+def github_annotations(decision: Decision) -> list[Annotation]:
+    """Every annotation the decision deserves, before GitHub's limits."""
+    found: list[Annotation] = []
+    for d in decision.sessions:
+        s = d.session
+        if d.decided_by == "override" and d.verdict is Verdict.PASS:
+            computed = status_words(s.computed_status)
+            by = f" by {s.override.author}" if s.override and s.override.author else ""
+            why = f": {s.override.reason}" if s.override and s.override.reason else ""
+            found.append(
+                Annotation(
+                    "notice",
+                    f"verdict overridden: {s.session_id}",
+                    f"session {s.session_id} is {status_words(d.status)} by an override{by}"
+                    f"{why} (computed: {computed})",
+                )
+            )
+            continue
+        if d.verdict is Verdict.PASS:
+            continue
+        level = "error" if d.blocks else "warning"
+        if not s.findings:
+            found.append(
+                Annotation(
+                    level,
+                    f"{status_words(d.status)}: {s.session_id}",
+                    f"session {s.session_id} is {verdict_words(d)}",
+                )
+            )
+        for finding in s.findings:
+            message = finding.message
+            if finding.expected is not None or finding.found is not None:
+                message += f"\nexpected: {finding.expected}\nfound: {finding.found}"
+            found.append(
+                Annotation(
+                    level,
+                    f"{finding.code} ({s.session_id}, {verdict_words(d)})",
+                    message,
+                    file=repository_path(finding),
+                )
+            )
+    if not decision.sessions and not decision.allow_empty:
+        found.append(
+            Annotation(
+                "error",
+                "no session selected",
+                f"no session selected by {describe_selection(decision)}: nothing shows that "
+                "this change was delivered (--allow-empty lets it through)",
+            )
+        )
+    return found
+
+
+def capped(found: Sequence[Annotation]) -> tuple[list[Annotation], dict[str, int]]:
+    """At most `GITHUB_PER_KIND` of each level: when there are more, the last one kept
+    says how many were left out (they are in the step summary and the log)."""
+    kept: list[Annotation] = []
+    left_out: dict[str, int] = {}
+    for level in ("error", "warning", "notice"):
+        of_level = [a for a in found if a.level == level]
+        if len(of_level) <= GITHUB_PER_KIND:
+            kept += of_level
+            continue
+        shown = of_level[: GITHUB_PER_KIND - 1]
+        left_out[level] = len(of_level) - len(shown)
+        kept += shown
+        kept.append(
+            Annotation(
+                level,
+                f"{left_out[level]} more {level} annotations left out",
+                f"GitHub shows {GITHUB_PER_KIND} {level} annotations per step: "
+                f"{left_out[level]} more are in the step summary and the log",
+            )
+        )
+    return kept, left_out
+
+
+def render_github(decision: Decision) -> GithubOutput:
+    kept, left_out = capped(github_annotations(decision))
+    lines = [workflow_command(a) for a in kept]
+    for level, n in left_out.items():
+        lines.append(f"{n} {level} annotations left out (GitHub shows {GITHUB_PER_KIND} per step)")
+    text = render_text(decision, width=120)
+    stdout = "\n".join(lines) + ("\n" if lines else "") + text
+    return GithubOutput(stdout, render_markdown(decision), tuple(kept), left_out)
+
+
+_ICON = {Verdict.PASS: "✅", Verdict.FAIL: "❌", Verdict.UNDECIDED: "⚠️"}
+
+
+def _cell(text: str) -> str:
+    """Text for a Markdown table cell: no pipe, newline or HTML gets through."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return text.replace("|", "\\|").replace("\r", " ").replace("\n", "<br>")
+
+
+def _code(text: str) -> str:
+    return f"<code>{_cell(text)}</code>"
+
+
+def render_markdown(decision: Decision) -> str:
+    """The step summary: the answer, then one row per session."""
+    icon = "✅" if decision.passed else ("❌" if decision.exit_code == 1 else "⚠️")
+    lines = [
+        f"### {icon} verifier gate: {decision.outcome} (exit {decision.exit_code})",
+        "",
+        f"{_cell(decision.reason)}. Selected by {_cell(describe_selection(decision))}"
+        f" from {_cell(decision.source)}.",
+        "",
+    ]
+    if decision.sessions:
+        lines += [
+            "| | session | head | verdict | decided by | findings |",
+            "|---|---|---|---|---|---|",
+        ]
+        for d in decision.sessions[:SUMMARY_ROWS]:
+            s = d.session
+            findings = "<br>".join(
+                f"{_code(f.code)}{' ' + _cell(f.path) if f.path else ''}: "
+                f"{_cell(_short(f.message, 200))}"
+                for f in s.findings[:SUMMARY_FINDINGS]
+            )
+            if len(s.findings) > SUMMARY_FINDINGS:
+                findings += f"<br>… and {len(s.findings) - SUMMARY_FINDINGS} more"
+            lines.append(
+                f"| {_ICON[d.verdict]} | {_code(s.session_id)} | "
+                f"{_code((s.head_commit or '-')[:12])} | {_cell(verdict_words(d))} | "
+                f"{d.decided_by} | {findings} |"
+            )
+        if len(decision.sessions) > SUMMARY_ROWS:
+            more = len(decision.sessions) - SUMMARY_ROWS
+            lines.append(f"\n… and {more} more sessions (`--format json` lists them all).")
+    return "\n".join(lines) + "\n\n"
+
+
+# -- sarif --------------------------------------------------------------------------------
+
+
+def _rule_id(d: SessionDecision, finding: Finding | None) -> str:
+    return finding.code if finding is not None else f"gate.{d.status}"
+
+
+def _rule(rule_id: str) -> dict[str, Any]:
+    if rule_id in GATE_RULES:
+        text = GATE_RULES[rule_id]
+        full = text + " Reported by the merge gate (`verifier gate`)."
+    else:
+        prefix = rule_id.split(".", 1)[0]
+        text = f"verifier finding {rule_id}"
+        check = CHECK_OF_PREFIX.get(prefix, "a verifier check")
+        full = f"A broken promise or a check that could not run, found by {check}. "
+        full += "Every code is described in the verifier's docs/findings.md."
+    return {
+        "id": rule_id,
+        "name": "".join(part.capitalize() for part in re.split(r"[._]", rule_id)),
+        "shortDescription": {"text": text},
+        "fullDescription": {"text": full},
+        "defaultConfiguration": {"level": "error"},
+    }
+
+
+def render_sarif(decision: Decision) -> str:
+    """SARIF 2.1.0: one result per finding of a session that did not simply pass, one
+    rule per finding code (its id is the code); an override is a suppression."""
+    results: list[dict[str, Any]] = []
+    rule_ids: list[str] = []
+    for d in decision.sessions:
+        if not _shown(d):
+            continue
+        for finding in d.session.findings or (None,):
+            results.append(_result(d, finding))
+            rule_ids.append(_rule_id(d, finding))
+    if not decision.sessions and not decision.allow_empty:
+        rule_ids.append("gate.no_session")
+        results.append(
+            {
+                "ruleId": "gate.no_session",
+                "level": "error",
+                "message": {"text": f"No session selected by {describe_selection(decision)}."},
+            }
+        )
+    rules = sorted(set(rule_ids))
+    index = {rule_id: n for n, rule_id in enumerate(rules)}
+    for result in results:
+        result["ruleIndex"] = index[result["ruleId"]]
+    run = {
+        "tool": {
+            "driver": {
+                "name": "verifier",
+                "version": __version__,
+                "semanticVersion": __version__,
+                "rules": [_rule(r) for r in rules],
+            }
+        },
+        "automationDetails": {"id": "verifier-gate/"},
+        "invocations": [
+            {
+                "executionSuccessful": True,
+                "exitCode": decision.exit_code,
+                "exitCodeDescription": summary_line(decision),
+            }
+        ],
+        "results": results,
+        "properties": {
+            "outcome": decision.outcome,
+            "selection": describe_selection(decision),
+            "source": decision.source,
+        },
+    }
+    return (
+        json.dumps(
+            {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]},
+            ensure_ascii=False,
+            indent=2,
+        )
+        + "\n"
+    )
+
+
+def _result(d: SessionDecision, finding: Finding | None) -> dict[str, Any]:
+    s = d.session
+    rule_id = _rule_id(d, finding)
+    if finding is None:
+        text = f"Session {s.session_id} is {verdict_words(d)}."
+    else:
+        text = f"Session {s.session_id} ({verdict_words(d)}): {finding_line(finding)}"
+    level = "error" if d.blocks else ("note" if d.verdict is Verdict.PASS else "warning")
+    result: dict[str, Any] = {"ruleId": rule_id, "level": level, "message": {"text": text}}
+    path = None if finding is None else repository_path(finding)
+    if path is not None:
+        result["locations"] = [
+            {
+                "physicalLocation": {
+                    "artifactLocation": {"uri": quote(path, safe="/"), "uriBaseId": "%SRCROOT%"}
+                }
+            }
+        ]
+    elif finding is not None and finding.path:
+        # An audit or profile finding: a place in the session's report, not a file.
+        result["locations"] = [
+            {"logicalLocations": [{"fullyQualifiedName": finding.path, "kind": "element"}]}
+        ]
+    where = "" if finding is None else f"{finding.code}\0{finding.path or ''}\0{finding.message}"
+    fingerprint = hashlib.sha256(f"{s.session_id}\0{rule_id}\0{where}".encode()).hexdigest()
+    result["partialFingerprints"] = {"verifierFinding/v1": fingerprint}
+    result["properties"] = {
+        "session_id": s.session_id,
+        "status": d.status,
+        "computed_status": s.computed_status,
+        "decided_by": d.decided_by,
+        "head_commit": s.head_commit,
+        "blocks": d.blocks,
+    }
+    if d.decided_by == "override" and d.verdict is Verdict.PASS and s.override is not None:
+        result["suppressions"] = [
+            {
+                "kind": "external",
+                "status": "accepted",
+                "justification": s.override.reason
+                or f"the verdict was overridden to {s.override.status}",
+            }
+        ]
+    return result
+
+
+def render(decision: Decision, fmt: str) -> str:
+    """The stdout of `fmt` (github's step summary comes from `render_github`)."""
+    if fmt == "json":
+        return render_json(decision)
+    if fmt == "junit":
+        return render_junit(decision)
+    if fmt == "sarif":
+        return render_sarif(decision)
+    if fmt == "github":
+        return render_github(decision).stdout
+    return render_text(decision)

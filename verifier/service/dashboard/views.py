@@ -1,0 +1,489 @@
+"""What each page shows, read from the store: plain values for the templates.
+
+Nothing here verifies: counts come from `Store.stats`, sessions from
+`Store.find_sessions` and `Store.listed`, runs from `Store.runs`, and the
+session page reads the stored report's bytes with the contract's parser and the
+tool profile's normaliser, exactly as the checks read them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+from pathlib import Path
+from typing import Any
+
+from verifier.contract.profiles import Profile, load_profile
+from verifier.contract.report import parse_report
+from verifier.contract.trajectory import ToolCall
+from verifier.errors import BadRequest, ConfigError, InvalidReport, ReportPruned
+from verifier.service.dashboard.chart import Point
+from verifier.store import Counts, Listed, RunRow, SessionFilter, Store
+from verifier.store.overrides import OverrideRow, overrides
+
+DIMENSIONS = ("agent", "model", "repo")
+SORT_KEYS = (
+    "key",
+    "total",
+    "done_rate",
+    "delivered_rate",
+    "silent_failures",
+    "inconclusive",
+    "pending",
+)
+# Past this many days the chart shows weeks: a point per day stops being readable.
+MAX_DAILY_POINTS = 92
+SILENT_PAGE = 50
+# The days a filter may name: the day after the last must still be a date.
+FIRST_DAY, LAST_DAY = date(1970, 1, 1), date(9998, 12, 31)
+# A session page lists at most this many calls and entries; the rest are counted.
+MAX_ROWS = 2000
+RAW_CHARS = 400
+_ENTRY = re.compile(r"^audit\.entries\[(\d+)\]")
+
+
+@dataclass(frozen=True)
+class Filters:
+    """The overview's filters, as the URL holds them (so a view can be shared)."""
+
+    day_from: date | None = None
+    day_to: date | None = None
+    agent: str | None = None
+    model: str | None = None
+    repo: str | None = None
+    by: str = "agent"
+    sort: str = "total"
+    desc: bool = True
+    cursor: str | None = None
+
+    @classmethod
+    def parse(cls, query: Mapping[str, str]) -> Filters:
+        """Filters from query parameters; `BadRequest` naming the parameter otherwise."""
+        by = query.get("by") or "agent"
+        if by not in DIMENSIONS:
+            raise BadRequest("by", f"got {by!r}, expected one of {', '.join(DIMENSIONS)}")
+        sort = query.get("sort") or "total"
+        if sort not in SORT_KEYS:
+            raise BadRequest("sort", f"got {sort!r}, expected one of {', '.join(SORT_KEYS)}")
+        order = query.get("dir") or "desc"
+        if order not in ("asc", "desc"):
+            raise BadRequest("dir", f"got {order!r}, expected asc or desc")
+        filters = cls(
+            day_from=_day(query, "from"),
+            day_to=_day(query, "to"),
+            agent=query.get("agent") or None,
+            model=query.get("model") if "model" in query and query.get("model") != "*" else None,
+            repo=query.get("repo") or None,
+            by=by,
+            sort=sort,
+            desc=order == "desc",
+            cursor=query.get("cursor") or None,
+        )
+        if filters.day_from and filters.day_to and filters.day_from > filters.day_to:
+            raise BadRequest("from", f"got {filters.day_from}, expected a day on or before to")
+        return filters
+
+    def query(self, **changes: Any) -> dict[str, str]:
+        """The query parameters of this view with `changes`; defaults are left out."""
+        values: dict[str, Any] = {
+            "from": self.day_from,
+            "to": self.day_to,
+            "agent": self.agent,
+            "model": self.model,
+            "repo": self.repo,
+            "by": None if self.by == "agent" else self.by,
+            "sort": None if self.sort == "total" else self.sort,
+            "dir": None if self.desc else "asc",
+        }
+        values.update(changes)
+        return {k: str(v) for k, v in values.items() if v is not None}
+
+
+def _day(query: Mapping[str, str], name: str) -> date | None:
+    text = query.get(name) or ""
+    if not text:
+        return None
+    try:
+        day = date.fromisoformat(text)
+    except ValueError:
+        raise BadRequest(name, f"got {text!r}, expected a day as YYYY-MM-DD") from None
+    if not FIRST_DAY <= day <= LAST_DAY:
+        raise BadRequest(name, f"got {text!r}, expected a day from {FIRST_DAY} to {LAST_DAY}")
+    return day
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of the table by agent, model or repository."""
+
+    key: str
+    counts: Counts
+
+
+@dataclass(frozen=True)
+class Silent:
+    """A silent failure: done, not delivered, and the first thing found wrong."""
+
+    listed: Listed
+    finding: Mapping[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Overview:
+    filters: Filters
+    totals: Counts
+    points: list[Point]
+    period: str
+    rows: list[Row]
+    silent: list[Silent]
+    next_cursor: str | None
+    choices: dict[str, list[str]]
+
+
+def overview(store: Store, filters: Filters) -> Overview:
+    """The overview page: totals, the rates over time, the table, the silent failures."""
+    scope = {"agent": filters.agent, "model": filters.model, "repo": filters.repo}
+    days = filters.day_from, filters.day_to
+    daily = store.stats(day_from=days[0], day_to=days[1], group_by="day", **scope)
+    period = "day"
+    groups = daily.groups
+    points: list[Point] = []
+    if groups:
+        first = filters.day_from or date.fromisoformat(groups[0].key)
+        last = filters.day_to or date.fromisoformat(groups[-1].key)
+        step = 1
+        if (last - first).days + 1 > MAX_DAILY_POINTS:
+            period, step = "week", 7
+            groups = store.stats(day_from=days[0], day_to=days[1], group_by="week", **scope).groups
+            # Weeks from the first to the last that has a session: a range of centuries
+            # asked for in the URL draws the weeks that hold sessions, not every week.
+            first = max(first, date.fromisoformat(groups[0].key))
+            first -= timedelta(days=first.weekday())
+            last = min(last, date.fromisoformat(groups[-1].key))
+        points = _points(first, last, step, {g.key: g.counts for g in groups})
+    table = store.stats(day_from=days[0], day_to=days[1], group_by=filters.by, **scope)
+    rows = _sorted([Row(g.key, g.counts) for g in table.groups], filters.sort, filters.desc)
+    silent, cursor = _silent(store, filters)
+    everything = {d: store.stats(group_by=d).groups for d in DIMENSIONS}
+    choices = {d: [g.key for g in groups] for d, groups in everything.items()}
+    for dimension, chosen in scope.items():
+        if chosen is not None and chosen not in choices[dimension]:
+            choices[dimension].append(chosen)  # a shared URL's filter stays visible
+    return Overview(filters, daily.totals, points, period, rows, silent, cursor, choices)
+
+
+def _points(first: date, last: date, step: int, counts: Mapping[str, Counts]) -> list[Point]:
+    """A point for every period from `first` to `last`, empty periods included."""
+    points = []
+    day = first
+    while day <= last:
+        c = counts.get(day.isoformat(), Counts())
+        points.append(
+            Point(day.isoformat(), c.done_rate, c.delivered_rate, c.total, c.silent_failures)
+        )
+        day += timedelta(days=step)
+    return points
+
+
+def _sorted(rows: list[Row], sort: str, desc: bool) -> list[Row]:
+    """Rows by `sort`, ties by key; rows without a rate (none concluded) last either way."""
+    if sort == "key":
+        return sorted(rows, key=lambda r: r.key, reverse=desc)
+    valued = [r for r in rows if getattr(r.counts, sort) is not None]
+    valued.sort(key=lambda r: r.key)
+    valued.sort(key=lambda r: getattr(r.counts, sort), reverse=desc)
+    return valued + sorted(
+        (r for r in rows if getattr(r.counts, sort) is None), key=lambda r: r.key
+    )
+
+
+def _silent(store: Store, filters: Filters) -> tuple[list[Silent], str | None]:
+    ended_from = None if filters.day_from is None else _start(filters.day_from)
+    ended_to = None if filters.day_to is None else _start(filters.day_to + timedelta(days=1))
+    chosen = SessionFilter(
+        agent=filters.agent,
+        # '' (no model) is how the stats name sessions without one; the list keeps them below.
+        model=filters.model or None,
+        repo=filters.repo,
+        done=True,
+        delivery_status="not_delivered",
+        ended_from=ended_from,
+        ended_to=ended_to,
+    )
+    page = store.find_sessions(chosen, limit=SILENT_PAGE, cursor=filters.cursor)
+    items = page.items
+    if filters.model == "":
+        items = [item for item in items if not item.session.agent_model]
+    return [Silent(item, first_finding(item.verdict_run)) for item in items], page.next_cursor
+
+
+def _start(day: date) -> datetime:
+    return datetime.combine(day, time(), tzinfo=UTC)
+
+
+def first_finding(run: RunRow | None) -> Mapping[str, Any] | None:
+    """The first finding of a run, in check order, as stored."""
+    if run is None:
+        return None
+    for name, check in run.result.get("checks", {}).items():
+        for finding in check.get("findings", []):
+            return {"check": name, **finding}
+    return None
+
+
+# -- the session page ---------------------------------------------------------------------
+
+
+@dataclass
+class ChangeView:
+    index: int
+    path: str
+    action: str
+    sha256_before: str | None
+    sha256_after: str | None
+    mode: str
+    findings: list[int] = field(default_factory=list)
+
+    @property
+    def anchor(self) -> str:
+        return f"change-{self.index}"
+
+
+@dataclass
+class CallView:
+    index: int
+    location: str
+    call_id: str
+    name: str
+    raw: str
+    kind: str
+    path: str | None
+    params: str
+    problems: tuple[str, ...]
+    response: str
+    findings: list[int] = field(default_factory=list)
+
+    @property
+    def anchor(self) -> str:
+        return f"call-{self.index}"
+
+
+@dataclass
+class EntryView:
+    index: int
+    seq: str
+    kind: str
+    tool: str
+    call_id: str
+    decision: str
+    effects: list[str]
+    raw: str
+    findings: list[int] = field(default_factory=list)
+
+    @property
+    def anchor(self) -> str:
+        return f"entry-{self.index}"
+
+
+@dataclass
+class FindingView:
+    index: int
+    check: str
+    code: str
+    message: str
+    path: str | None
+    expected: str | None
+    found: str | None
+    target: str | None = None
+    target_label: str | None = None
+
+    @property
+    def anchor(self) -> str:
+        return f"finding-{self.index}"
+
+
+@dataclass
+class SessionPage:
+    listed: Listed
+    runs: list[RunRow]
+    shown: RunRow | None
+    overrides: list[OverrideRow]
+    report_problem: str | None
+    task: str | None
+    changes: list[ChangeView]
+    calls: list[CallView]
+    entries: list[EntryView]
+    calls_total: int
+    entries_total: int
+    profile: str
+    findings: list[FindingView]
+    checks: dict[str, Any]
+    tests: dict[str, Any] | None
+
+
+def session_page(store: Store, session_id: str, profiles_dir: Path) -> SessionPage:
+    """The three accounts of one session side by side, its findings pointing at their rows."""
+    listed = store.listed(session_id)
+    runs = store.runs(session_id)
+    shown = listed.verdict_run or listed.latest_run
+    checks: dict[str, Any] = {} if shown is None else dict(shown.result.get("checks", {}))
+    page = SessionPage(
+        listed=listed,
+        runs=runs,
+        shown=shown,
+        overrides=overrides(store, session_id),
+        report_problem=None,
+        task=None,
+        changes=[],
+        calls=[],
+        entries=[],
+        calls_total=0,
+        entries_total=0,
+        profile=listed.session.tool_profile or "default",
+        findings=[
+            FindingView(
+                i,
+                name,
+                str(f.get("code", "")),
+                str(f.get("message", "")),
+                f.get("path"),
+                f.get("expected"),
+                f.get("found"),
+            )
+            for i, (name, f) in enumerate(
+                (name, f) for name, check in checks.items() for f in check.get("findings", [])
+            )
+        ],
+        checks=checks,
+        tests=checks.get("tests"),
+    )
+    locations: dict[str, int] = {}
+    try:
+        raw = store.report_bytes(session_id)
+        report = parse_report(raw)
+        page.task = report.doc.task
+        page.changes = [
+            ChangeView(
+                i,
+                c.path,
+                c.action,
+                c.sha256_before,
+                c.sha256_after,
+                "" if c.mode_before == c.mode_after else f"{c.mode_before} → {c.mode_after}",
+            )
+            for i, c in enumerate(report.doc.changes)
+        ]
+        entries = report.doc.audit.entries
+        page.entries_total = len(entries)
+        page.entries = [_entry(i, e) for i, e in enumerate(entries[:MAX_ROWS])]
+        trajectory = report.trajectory
+        page.calls_total = len(trajectory.calls)
+        profile: Profile | None = None
+        try:
+            profile = load_profile(profiles_dir, report.doc.agent.tool_profile)
+        except ConfigError as exc:
+            page.report_problem = f"calls shown raw: {exc}"
+        for i, call in enumerate(trajectory.calls[:MAX_ROWS]):
+            location = trajectory.location(call.turn, call.part)
+            locations.setdefault(location, i)
+            page.calls.append(_call(i, call, location, profile))
+    except ReportPruned as exc:
+        page.report_problem = str(exc)
+    except InvalidReport as exc:
+        page.report_problem = f"the stored report no longer reads: {exc}"
+    _point(page, locations)
+    return page
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    return text if len(text) <= RAW_CHARS else text[: RAW_CHARS - 1] + "…"
+
+
+def _entry(index: int, entry: Mapping[str, Any]) -> EntryView:
+    effects = entry.get("effects")
+    shown = []
+    if isinstance(effects, list):
+        for effect in effects:
+            if isinstance(effect, dict):
+                shown.append(str(effect.get("path", "?")))
+    return EntryView(
+        index,
+        str(entry.get("seq", "")),
+        str(entry.get("kind", "")),
+        str(entry.get("tool", "")),
+        str(entry.get("call_id", "")),
+        str(entry.get("decision", "")),
+        shown,
+        _short(entry),
+    )
+
+
+def _call(index: int, call: ToolCall, location: str, profile: Profile | None) -> CallView:
+    kind, path, params, response = "", None, "", "no response"
+    problems: tuple[str, ...] = ()
+    if profile is not None:
+        action = profile.normalise(call)
+        kind = action.kind.value
+        path = action.path
+        params = _short(dict(action.params)) if action.params else ""
+        problems = action.problems
+    answer = call.response_object
+    if answer is not None:
+        failed = call.is_error
+        if failed is None and profile is not None:
+            failed = profile.response_failed(answer)
+        response = "failed" if failed else "ok"
+    return CallView(
+        index,
+        location,
+        call.call_id,
+        call.name,
+        _short(dict(call.args)),
+        kind,
+        path,
+        params,
+        problems,
+        response,
+    )
+
+
+def _point(page: SessionPage, locations: Mapping[str, int]) -> None:
+    """Give each finding the row it is about, and each row its findings."""
+    changes: dict[str, ChangeView] = {}
+    for change in page.changes:
+        changes.setdefault(change.path, change)
+    calls_by_id = {c.call_id: c for c in page.calls}
+    calls_by_path: dict[str, CallView] = {}
+    for c in page.calls:
+        if c.path is not None:
+            calls_by_path.setdefault(c.path, c)
+    entries = {e.index: e for e in page.entries}
+    for finding in page.findings:
+        row: ChangeView | CallView | EntryView | None = None
+        label = ""
+        path = finding.path or ""
+        match = _ENTRY.match(path)
+        if match and int(match.group(1)) in entries:
+            row, label = entries[int(match.group(1))], f"audit entry {match.group(1)}"
+        elif path.startswith("trajectory."):
+            for location, i in locations.items():
+                if path == location or path.startswith(location + "."):
+                    row, label = page.calls[i], f"call {i}"
+                    break
+        elif path in changes:
+            row, label = changes[path], f"claimed change {changes[path].index}"
+        elif path in calls_by_path:
+            row, label = calls_by_path[path], f"call {calls_by_path[path].index}"
+        if row is None:
+            for value in (finding.expected, finding.found):
+                if value is not None and value in calls_by_id:
+                    row = calls_by_id[value]
+                    label = f"call {row.index}"
+                    break
+        if row is not None:
+            finding.target, finding.target_label = row.anchor, label
+            row.findings.append(finding.index)
