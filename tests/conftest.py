@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from gitrepo import GitRepo
-from sessions import calc_repo
-from store.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
 
-from verifier.store import upgrade
+from tests.support.gitrepo import GitRepo
+from tests.support.pg import (
+    NO_POSTGRES,
+    POSTGRES_URL,
+    drop_templates,
+    migrated_postgres_database,
+    migrated_sqlite_file,
+)
+from tests.support.sessions import calc_repo
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _templates() -> Iterator[None]:
+    """The migrated templates this worker made are dropped when its session ends."""
+    yield
+    drop_templates()
 
 
 @pytest.fixture
@@ -26,12 +37,12 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     on the real server (skipped when VERIFIER_TEST_POSTGRES_URL is unset; `make test`
     and CI set it, so there they run or fail). A module that defines `db_url` keeps its own."""
     if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'store.sqlite3'}"
+        template = request.getfixturevalue("tmp_path_factory").getbasetemp() / "template.sqlite3"
+        yield migrated_sqlite_file(tmp_path / "store.sqlite3", template)
         return
     if not POSTGRES_URL:
         pytest.skip(NO_POSTGRES)
-    with postgres_database(POSTGRES_URL) as url:
-        upgrade(url)  # a PostgreSQL store is migrated by `verifier db upgrade`, not by open
+    with migrated_postgres_database(POSTGRES_URL) as url:
         yield url
 
 
@@ -41,7 +52,3 @@ def _isolated_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
     monkeypatch.setenv("VERIFIER_DATABASE_URL", f"sqlite:///{tmp_path / 'store.sqlite3'}")
     monkeypatch.delenv("VERIFIER_CONFIG", raising=False)
     yield
-
-
-def postgres_url() -> str | None:
-    return os.environ.get("VERIFIER_TEST_POSTGRES_URL") or None

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.paths import ROOT
+
 CODE = re.compile(r"^(change|tests|audit|replay|profile)\.[a-z_]+$")
 LITERAL = re.compile(r"""["']((?:change|tests|audit|replay|profile)\.[a-z_]+)["']""")
 # Strings of that shape that are JSON paths into a report, not finding codes.

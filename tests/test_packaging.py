@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.paths import ROOT
+
 EXIT = {"delivered": 0, "not_delivered": 1, "inconclusive": 3}
 # Where pyproject.toml maps the top-level folders in the wheel (see verifier/resources.py).
 MAPPED = {"migrations": "verifier/_migrations", "config": "verifier/_config"}

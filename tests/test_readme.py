@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from click.testing import CliRunner
 
+from tests.support.paths import ROOT
 from verifier.cli.main import main
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def help_block() -> str:

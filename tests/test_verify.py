@@ -6,9 +6,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gitrepo import GitRepo, sha256
-from sessions import CALC, PYTEST, fix_turns, fixed_session, to_bytes
-
+from tests.support.gitrepo import GitRepo, sha256
+from tests.support.sessions import CALC, PYTEST, fix_turns, fixed_session, to_bytes
 from verifier.agent.harness import ScriptedModel, call, model_turn, run_session
 from verifier.config import Config, RepositoryConfig
 from verifier.contract.report import parse_report

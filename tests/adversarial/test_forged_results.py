@@ -7,9 +7,8 @@ configuration and the default test command, through `verifier.checks.tests.check
 
 from __future__ import annotations
 
-from gitrepo import GitRepo
-from sessions import PYTEST
-
+from tests.support.gitrepo import GitRepo
+from tests.support.sessions import PYTEST
 from verifier.checks.tests.check import check
 from verifier.config import Config
 from verifier.findings import CheckResult, CheckStatus

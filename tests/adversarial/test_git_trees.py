@@ -6,9 +6,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from gitrepo import GitRepo, sha256
-from sessions import CALC, PYTEST, fixed_session, to_bytes
 
+from tests.support.gitrepo import GitRepo, sha256
+from tests.support.sessions import CALC, PYTEST, fixed_session, to_bytes
 from verifier.app.pipeline import verify_report
 from verifier.checks.changes import check
 from verifier.config import Config, RepositoryConfig

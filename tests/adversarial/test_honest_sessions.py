@@ -12,9 +12,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from gitrepo import GitRepo
-from sessions import BASE, CALC, PYTEST, fixed_session, to_bytes
-
+from tests.support.gitrepo import GitRepo
+from tests.support.sessions import BASE, CALC, PYTEST, fixed_session, to_bytes
 from verifier.agent.harness import ScriptedModel, call, model_turn, run_session
 from verifier.config import Config, RepositoryConfig
 from verifier.contract.report import parse_report

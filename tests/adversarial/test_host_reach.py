@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gitrepo import GitRepo
-from sessions import PYTEST, fix_turns, fixed_session, to_bytes
 
+from tests.support.gitrepo import GitRepo
+from tests.support.sessions import PYTEST, fix_turns, fixed_session, to_bytes
 from verifier._internal.sandbox.runner import sandboxes_available
 from verifier._internal.snapshot import temp_parent
 from verifier.config import Config, RepositoryConfig

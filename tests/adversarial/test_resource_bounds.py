@@ -10,9 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gitrepo import GitRepo
-from sessions import PYTEST, fixed_session, to_bytes
-
+from tests.support.gitrepo import GitRepo
+from tests.support.sessions import PYTEST, fixed_session, to_bytes
 from verifier.app.pipeline import KEPT_BYTES
 from verifier.config import Config, RepositoryConfig
 from verifier.contract.report import parse_report

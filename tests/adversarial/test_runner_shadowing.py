@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from gitrepo import GitRepo
-from sessions import PYTEST
 
+from tests.support.gitrepo import GitRepo
+from tests.support.sessions import PYTEST
 from verifier.checks.tests.check import check
 from verifier.config import Config
 from verifier.findings import CheckResult, CheckStatus

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.gitrepo import GitRepo
+from tests.support.gitrepo import GitRepo
 from verifier._internal.sandbox.runner import RunOutcome, minimal_env, run, sandboxes_available
 from verifier.checks.tests.check import check
 from verifier.config import Config, SandboxLimits

@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gitrepo import GitRepo
-from sessions import config_toml, fix_turns, fixed_session, to_bytes
+from tests.support.gitrepo import GitRepo
+from tests.support.sessions import config_toml, fix_turns, fixed_session, to_bytes
 
 
 def test_a_verifier_toml_committed_into_the_checkout_does_not_steer_the_gate(

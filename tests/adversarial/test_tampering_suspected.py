@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from gitrepo import GitRepo
-from sessions import PYTEST, fixed_session, to_bytes
 
+from tests.support.gitrepo import GitRepo
+from tests.support.sessions import PYTEST, fixed_session, to_bytes
 from verifier.agent.harness import ScriptedModel, call, model_turn, run_session
 from verifier.config import Config, RepositoryConfig
 from verifier.contract.report import parse_report

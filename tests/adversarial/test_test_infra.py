@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gitrepo import GitRepo
-from sessions import BASE, FIX, PYTEST, TESTS, to_bytes
 
+from tests.support.gitrepo import GitRepo
+from tests.support.sessions import BASE, FIX, PYTEST, TESTS, to_bytes
 from verifier.agent.harness import ScriptedModel, call, model_turn, run_session
 from verifier.checks.tests.check import check as run_tests
 from verifier.checks.tests.testinfra import is_test_infra, use_base_test_infra

@@ -8,9 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gitrepo import GitRepo
-from sessions import config_toml, fixed_session, to_bytes
-
+from tests.support.gitrepo import GitRepo
+from tests.support.sessions import config_toml, fixed_session, to_bytes
 from verifier.checks.changes import check
 from verifier.config import RepositoryConfig
 from verifier.findings import CheckResult, CheckStatus

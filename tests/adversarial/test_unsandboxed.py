@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gitrepo import GitRepo
-from sessions import PYTEST, fix_turns, fixed_session, to_bytes
 
+from tests.support.gitrepo import GitRepo
+from tests.support.sessions import PYTEST, fix_turns, fixed_session, to_bytes
 from verifier.config import Config, RepositoryConfig
 from verifier.contract.report import parse_report
 from verifier.findings import CheckStatus, DeliveryStatus, Verification

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import os
 
-from gitrepo import GitRepo
-from sessions import PYTEST, fixed_session, to_bytes
-
+from tests.support.gitrepo import GitRepo
+from tests.support.sessions import PYTEST, fixed_session, to_bytes
 from verifier.config import Config, RepositoryConfig
 from verifier.contract.report import parse_report
 from verifier.findings import CheckStatus, DeliveryStatus

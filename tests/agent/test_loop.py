@@ -10,12 +10,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gitrepo import GitRepo
 from google.genai import types
-from sessions import CALC, FIX, calc_repo
 
 from audit.recorder import dumps
 from audit.trailfile import check_trail_file
+from tests.support.gitrepo import GitRepo
+from tests.support.paths import TURNS
+from tests.support.sessions import CALC, FIX, calc_repo
 from verifier.agent.harness import Session, run_session
 from verifier.agent.loop import Limits, Loop
 from verifier.agent.model import ScriptedModel, as_response, call, load_turns, model_turn
@@ -27,7 +28,7 @@ from verifier.errors import InfrastructureError
 from verifier.findings import DeliveryStatus
 from verifier.store import Store
 
-TURNS = Path(__file__).parents[1] / "recorder" / "turns" / "fix_calc.json"
+FIX_CALC = TURNS / "fix_calc.json"
 
 
 def verify(repo: GitRepo, tmp_path: Path, raw: bytes) -> Any:
@@ -270,7 +271,7 @@ def test_a_path_outside_the_repository_is_denied_before_anything_runs(repo: GitR
 def test_the_scripted_model_replays_recorded_json_turns_into_a_delivered_session(
     repo: GitRepo, tmp_path: Path
 ) -> None:
-    model = ScriptedModel(load_turns(TURNS))
+    model = ScriptedModel(load_turns(FIX_CALC))
     session = run_session(
         repo.path, "s-json", "Fix subtract.", model, tools=DEMO_TOOLS, commit=True
     )

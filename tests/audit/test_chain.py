@@ -6,16 +6,16 @@ import copy
 import json
 import random
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from audit.chain import GENESIS_PREFIX, entry_hash, genesis, seal, verify_chain
 from audit.findings import Finding
+from tests.support.paths import VECTORS
 
 # The contract's own vectors: the project's copy is the reference.
-ASSET = Path(__file__).parents[2] / "docs" / "contract" / "vectors" / "audit-chain-v1.json"
+ASSET = VECTORS / "audit-chain-v1.json"
 VECTORS = json.loads(ASSET.read_text(encoding="utf-8"))
 SID = VECTORS["session_id"]
 SEALED_FIELDS = ("v", "session_id", "seq", "prev", "hash")

@@ -6,7 +6,6 @@ import copy
 import json
 import random
 import unicodedata
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -23,12 +22,9 @@ from audit import (
     verify_trail,
 )
 from audit.chain import _Shapes
+from tests.support.paths import VECTORS
 
-VECTORS = json.loads(
-    (Path(__file__).parents[2] / "docs" / "contract" / "vectors" / "audit-chain-v1.json").read_text(
-        encoding="utf-8"
-    )
-)
+VECTORS = json.loads((VECTORS / "audit-chain-v1.json").read_text(encoding="utf-8"))
 SID = VECTORS["session_id"]
 JCS = [case["value"] for case in VECTORS["jcs"]]
 PATH = "src/données.py"

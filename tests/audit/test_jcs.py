@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 import pytest
 
 from audit.jcs import CanonicalizationError, canonicalize, jcs_sha256, sha256_hex
+from tests.support.paths import VECTORS
 
-VECTORS = json.loads(
-    (Path(__file__).parents[2] / "docs" / "contract" / "vectors" / "audit-chain-v1.json").read_text(
-        encoding="utf-8"
-    )
-)
+VECTORS = json.loads((VECTORS / "audit-chain-v1.json").read_text(encoding="utf-8"))
 JCS_CASES = VECTORS["jcs"]
 
 

@@ -15,7 +15,6 @@ import json
 import random
 from collections import OrderedDict
 from enum import IntEnum
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -26,12 +25,9 @@ import rfc8785
 from audit import jcs
 from audit.chain import entry_hash
 from audit.jcs import CanonicalizationError, canonicalize
+from tests.support.paths import VECTORS
 
-VECTORS = json.loads(
-    (Path(__file__).parents[2] / "docs" / "contract" / "vectors" / "audit-chain-v1.json").read_text(
-        encoding="utf-8"
-    )
-)
+VECTORS = json.loads((VECTORS / "audit-chain-v1.json").read_text(encoding="utf-8"))
 MAX = 2**53 - 1
 # 8 x 50 seeds: 4,000 plain values and 2,000 poisoned ones.
 SEED_BLOCKS = [range(i, i + 50) for i in range(0, 400, 50)]

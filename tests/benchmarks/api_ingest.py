@@ -22,9 +22,9 @@ from pathlib import Path
 
 import httpx
 
-from tests.api.apikit import bearer, make_config, make_tokens, serve
 from tests.benchmarks import store_ingest
 from tests.benchmarks.timing import Result, Row, measure
+from tests.support.api import bearer, make_config, make_tokens, serve
 from verifier.contract.report import Report
 from verifier.service.api import create_app
 

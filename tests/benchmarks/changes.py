@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tests.benchmarks.timing import Result, Row, measure
-from tests.gitrepo import GitRepo
+from tests.support.gitrepo import GitRepo
 from verifier.checks import changes
 from verifier.checks.changes import MemoryDigestCache
 from verifier.config import RepositoryConfig

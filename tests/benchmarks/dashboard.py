@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.api.apikit import make_config, make_tokens
 from tests.benchmarks.fill import fill_sqlite
 from tests.benchmarks.timing import Result, Row, measure
+from tests.support.api import make_config, make_tokens
 
 SESSIONS = 100_000
 TARGET = 1.5

@@ -37,9 +37,9 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from tests.api.apikit import make_config, verification
 from tests.benchmarks.store_ingest import build
 from tests.benchmarks.timing import Result, Row, measure
+from tests.support.api import make_config, verification
 
 SESSIONS = 200
 TARGET = 2.0

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from tests.api.apikit import verification
+from tests.support.api import verification
 from verifier.store import upgrade
 
 AGENTS = ("repo-fixer", "gem-coder", "ops-bot")

@@ -22,7 +22,7 @@ import tarfile
 from pathlib import Path
 
 from tests.benchmarks.timing import Result, Row, measure
-from tests.gitrepo import GitRepo
+from tests.support.gitrepo import GitRepo
 from verifier.agent.harness import ScriptedModel, call, model_turn, run_session
 
 PROJECT, VERSION = "more-itertools", "10.7.0"

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from tests.benchmarks.changes import _source
 from tests.benchmarks.timing import Result, Row
-from tests.gitrepo import GitRepo
+from tests.support.gitrepo import GitRepo
 from verifier._internal.snapshot import materialize, temp_parent
 
 FILES = 10_000

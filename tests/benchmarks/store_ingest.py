@@ -237,7 +237,7 @@ def through_store(store: Store) -> Callable[[list[Report]], None]:
 def _postgres_databases(stack: ExitStack, n: int) -> list[str] | None:
     from sqlalchemy.exc import OperationalError
 
-    from tests.store.pg import postgres_database
+    from tests.support.pg import postgres_database
 
     urls: list[str] = []
     try:

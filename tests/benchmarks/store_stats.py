@@ -121,7 +121,7 @@ def raw(engine: Engine, *, day_from: date | None, group: str | None) -> list[Any
 def run(_tmp: Path, repeat: int) -> Result:
     from sqlalchemy.exc import OperationalError
 
-    from tests.store.pg import postgres_database
+    from tests.support.pg import postgres_database
 
     with ExitStack() as stack:
         try:

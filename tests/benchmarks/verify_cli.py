@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from tests.benchmarks.timing import Result, Row, measure
-from tests.gitrepo import GitRepo
+from tests.support.gitrepo import GitRepo
 from verifier.agent.harness import ScriptedModel, call, model_turn, run_session
 
 TARGET_FACTOR = 1.1

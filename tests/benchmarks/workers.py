@@ -24,13 +24,13 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT / "tests") not in sys.path:
     sys.path.append(str(ROOT / "tests"))  # the test helpers import each other as pytest runs them
 
-from gitrepo import GitRepo  # noqa: E402
-from service.svc import PYTHON, sessions, wait_for, workers, write_config  # noqa: E402
-from sessions import calc_repo  # noqa: E402
 from sqlalchemy import NullPool, create_engine, text  # noqa: E402
-from store.pg import postgres_database  # noqa: E402
 
 from tests.benchmarks.timing import Result, Row  # noqa: E402
+from tests.support.gitrepo import GitRepo  # noqa: E402
+from tests.support.pg import postgres_database  # noqa: E402
+from tests.support.service import PYTHON, sessions, wait_for, workers, write_config  # noqa: E402
+from tests.support.sessions import calc_repo  # noqa: E402
 from verifier.app.pipeline import submit  # noqa: E402
 from verifier.store import Store, upgrade  # noqa: E402
 from verifier.store.queue import PostgresQueue  # noqa: E402

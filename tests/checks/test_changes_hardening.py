@@ -9,9 +9,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from gitrepo import GitRepo, sha256
-from sessions import CALC
-
+from tests.support.gitrepo import GitRepo, sha256
+from tests.support.sessions import CALC
 from verifier.checks.base import HeadState
 from verifier.checks.changes import check
 from verifier.checks.tests import check as tests_module

@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from store.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
 
-from verifier.store import upgrade
+from tests.support.pg import (
+    NO_POSTGRES,
+    POSTGRES_URL,
+    migrated_postgres_database,
+)
 
 
 @pytest.fixture
@@ -15,6 +18,5 @@ def pg_url() -> Iterator[str]:
     """A new PostgreSQL database at the head revision, procrastinate's tables included."""
     if not POSTGRES_URL:
         pytest.skip(NO_POSTGRES)
-    with postgres_database(POSTGRES_URL) as url:
-        upgrade(url)
+    with migrated_postgres_database(POSTGRES_URL) as url:
         yield url

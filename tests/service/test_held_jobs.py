@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gitrepo import GitRepo
 from procrastinate import App, PsycopgConnector
 from procrastinate.jobs import Job, Status
-from service.svc import QUICK, sessions, write_config
 from sqlalchemy import NullPool, create_engine, text
 
+from tests.support.gitrepo import GitRepo
+from tests.support.service import QUICK, sessions, write_config
 from verifier.app.pipeline import submit
 from verifier.config import Config
 from verifier.service.worker import HeldJobManager, Runtime, retry_stalled, run_job

@@ -10,9 +10,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from gitrepo import GitRepo
-from service.svc import QUICK, block_once, blocked_pids, sessions, wait_for, write_config
 
+from tests.support.gitrepo import GitRepo
+from tests.support.service import QUICK, block_once, blocked_pids, sessions, wait_for, write_config
 from verifier.app.pipeline import submit
 from verifier.config import Config
 from verifier.service.serve import Background

@@ -9,8 +9,8 @@ from pathlib import Path
 import psycopg
 import pytest
 from sqlalchemy import NullPool, create_engine, text
-from store.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
 
+from tests.support.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
 from verifier.resources import migrations_dir
 from verifier.store.queue import VERIFY_QUEUE, VERIFY_TASK, PostgresQueue, defer, libpq_conninfo
 

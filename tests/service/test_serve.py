@@ -13,8 +13,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from gitrepo import GitRepo
-from service.svc import (
+from sqlalchemy import NullPool, create_engine, text
+
+from tests.support.gitrepo import GitRepo
+from tests.support.service import (
     PYTHON,
     QUICK,
     ROOT,
@@ -27,8 +29,6 @@ from service.svc import (
     wait_for,
     write_config,
 )
-from sqlalchemy import NullPool, create_engine, text
-
 from verifier.app.pipeline import submit
 from verifier.store import Store
 from verifier.store.queue import PostgresQueue
@@ -42,10 +42,9 @@ def free_port() -> int:
 
 def start_serve(config: Path, url: str, port: int, log: Path) -> subprocess.Popen[bytes]:
     env = environment(config, url)
-    env["PYTHONPATH"] = f"{ROOT}{os.pathsep}{ROOT / 'tests'}"
     with log.open("ab") as out:
         return subprocess.Popen(
-            [PYTHON, "-m", "service.tinyapp", str(port)],
+            [PYTHON, "-m", "tests.support.tinyapp", str(port)],
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -137,8 +136,7 @@ def test_serve_on_postgres_stops_on_sigterm_and_releases_its_job(
 def test_serve_on_a_port_in_use_is_a_clear_error_and_stops_its_pool(
     repo: GitRepo, tmp_path: Path
 ) -> None:
-    from service.tinyapp import app
-
+    from tests.support.tinyapp import app
     from verifier.config import Config
     from verifier.errors import ConfigError
     from verifier.service.serve import serve

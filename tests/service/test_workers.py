@@ -11,8 +11,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from gitrepo import GitRepo
-from service.svc import (
+from sqlalchemy import NullPool, create_engine, text
+
+from tests.support.gitrepo import GitRepo
+from tests.support.service import (
     QUICK,
     block_once,
     blocked_pids,
@@ -26,8 +28,6 @@ from service.svc import (
     workers,
     write_config,
 )
-from sqlalchemy import NullPool, create_engine, text
-
 from verifier.app.pipeline import submit
 from verifier.config import Config
 from verifier.store import Store
@@ -201,7 +201,7 @@ def test_worker_refuses_an_embedded_sqlite_store_and_says_serve_does_it(
 ) -> None:
     config = write_config(tmp_path, repo, QUICK)
     sqlite = f"sqlite:///{tmp_path / 'store.sqlite3'}"
-    from service.svc import environment
+    from tests.support.service import environment
 
     out = subprocess.run(
         [QUICK[0], "-m", "verifier", "worker"],

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import NullPool, create_engine, text
-from store.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
-from store.report_factory import make_report_bytes
 
 from audit.chain import seal
+from tests.support.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
+from tests.support.report_factory import make_report_bytes
 from verifier.contract.report import parse_report
 from verifier.errors import ConfigError, InfrastructureError
 from verifier.findings import CheckResult, CheckStatus, DeliveryStatus, Finding, Verification

@@ -10,13 +10,11 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from alembic import command
 from sqlalchemy import NullPool, create_engine, inspect
-from store.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
 
+from tests.support.pg import NO_POSTGRES, POSTGRES_URL, alembic, postgres_database
 from verifier.errors import ConfigError, InfrastructureError
 from verifier.store import Store, current_revision, head_revision, upgrade
-from verifier.store.db import alembic_config, make_engine, migration_connection
 
 TABLES = {"sessions", "claimed_changes", "verification_runs", "findings"}
 
@@ -46,16 +44,6 @@ def tables(url: str) -> set[str]:
     engine = create_engine(url, poolclass=NullPool)
     try:
         return set(inspect(engine).get_table_names())
-    finally:
-        engine.dispose()
-
-
-def alembic(url: str, name: str, *args: str) -> None:
-    """Run an Alembic command the way the store does: programmatic config, live connection."""
-    engine = make_engine(url)
-    try:
-        with migration_connection(engine) as connection:
-            getattr(command, name)(alembic_config(connection), *args)
     finally:
         engine.dispose()
 

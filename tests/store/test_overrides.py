@@ -9,13 +9,17 @@ from pathlib import Path
 import pytest
 from sqlalchemy import NullPool, create_engine, text
 from sqlalchemy.exc import DBAPIError
-from store.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
-from store.report_factory import finished, make_report_bytes
 
+from tests.support.pg import (
+    NO_POSTGRES,
+    POSTGRES_URL,
+    migrated_postgres_database,
+)
+from tests.support.report_factory import finished, make_report_bytes
 from verifier.contract.report import parse_report
 from verifier.errors import BadRequest, NotFound
 from verifier.findings import CheckResult, CheckStatus, Finding, Verification
-from verifier.store import Store, upgrade
+from verifier.store import Store
 from verifier.store.overrides import overridden_count, overrides, record_override
 from verifier.store.tokens import admin_log
 
@@ -154,8 +158,7 @@ def test_overrides_are_append_only_in_the_database(
 def test_truncating_overrides_is_refused_on_postgresql(tmp_path: Path) -> None:
     if not POSTGRES_URL:
         pytest.skip(NO_POSTGRES)
-    with postgres_database(POSTGRES_URL) as url:
-        upgrade(url)
+    with migrated_postgres_database(POSTGRES_URL) as url:
         with Store.open(url) as store:
             stored_not_delivered(store)
             record_override(store, "s1", status="delivered", reason="r", author="cli:ana")

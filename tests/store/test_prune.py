@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gitrepo import GitRepo
-from sessions import config_toml, fixed_session, to_bytes
 from sqlalchemy import NullPool, create_engine, select, text
 from sqlalchemy.exc import DBAPIError
-from store.report_factory import make_report_bytes
 
+from tests.support.gitrepo import GitRepo
+from tests.support.report_factory import make_report_bytes
+from tests.support.sessions import config_toml, fixed_session, to_bytes
 from verifier.contract.report import parse_report
 from verifier.errors import ConfigError, NotFound, ReportPruned
 from verifier.findings import CheckResult, CheckStatus, DeliveryStatus, Finding, Verification

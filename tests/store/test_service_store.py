@@ -14,14 +14,17 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import Connection, text
-from store.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
-from store.report_factory import make_report_bytes
-from store.test_store import verification
 
+from tests.support.pg import (
+    NO_POSTGRES,
+    POSTGRES_URL,
+    migrated_postgres_database,
+)
+from tests.support.report_factory import make_report_bytes, verification_of
 from verifier.contract.report import Report, parse_report
 from verifier.errors import BadRequest, LostJob, NotFound
 from verifier.findings import CheckResult, Finding
-from verifier.store import Counts, SessionFilter, Store, upgrade
+from verifier.store import Counts, SessionFilter, Store
 
 MISSING = (Finding("change.missing", "gone"),)
 TIMEOUT = CheckResult.error("tests", "tests.timeout", "")
@@ -35,10 +38,8 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
         return
     if not POSTGRES_URL:
         pytest.skip(NO_POSTGRES)
-    with postgres_database(POSTGRES_URL) as url:
-        upgrade(url)
-        with Store.open(url) as opened:
-            yield opened
+    with migrated_postgres_database(POSTGRES_URL) as url, Store.open(url) as opened:
+        yield opened
 
 
 def report(
@@ -75,11 +76,11 @@ def test_a_session_moves_pending_inconclusive_verdict_and_never_back(store: Stor
     assert store.listed("s").delivery_status == "pending"
     assert store.rates() == Counts(total=1, done=1, pending=1)
 
-    store.record_run(verification("s", tests=TIMEOUT), reason="ingest")
+    store.record_run(verification_of("s", tests=TIMEOUT), reason="ingest")
     assert store.listed("s").delivery_status == "inconclusive"
-    store.record_run(verification("s", changes=MISSING), reason="retry")
+    store.record_run(verification_of("s", changes=MISSING), reason="retry")
     assert store.listed("s").delivery_status == "not_delivered"
-    store.record_run(verification("s", tests=TIMEOUT), reason="recheck")
+    store.record_run(verification_of("s", tests=TIMEOUT), reason="recheck")
     listed = store.listed("s")
     # An inconclusive run after a verdict never hides it; the latest run says it happened.
     assert listed.delivery_status == "not_delivered"
@@ -87,7 +88,7 @@ def test_a_session_moves_pending_inconclusive_verdict_and_never_back(store: Stor
     assert listed.latest_run is not None and listed.latest_run.delivery_status.value == (
         "inconclusive"
     )
-    store.record_run(verification("s"))
+    store.record_run(verification_of("s"))
     assert store.listed("s").delivery_status == "delivered"
     assert (
         store.rates()
@@ -100,13 +101,13 @@ def test_counts_match_the_sessions_after_every_kind_of_move(store: Store) -> Non
     for i, status in enumerate(["done", "done", "error", "done", "cancelled", "done"]):
         store.ingest(report(f"s{i}", status, agent=f"agent-{i % 2}", model=f"m{i % 3}"))
     moves = [
-        ("s0", verification("s0")),
-        ("s1", verification("s1", changes=MISSING)),
-        ("s2", verification("s2", tests=TIMEOUT)),
-        ("s2", verification("s2")),
-        ("s3", verification("s3", tests=TIMEOUT)),
-        ("s0", verification("s0", changes=MISSING)),
-        ("s0", verification("s0", tests=TIMEOUT)),
+        ("s0", verification_of("s0")),
+        ("s1", verification_of("s1", changes=MISSING)),
+        ("s2", verification_of("s2", tests=TIMEOUT)),
+        ("s2", verification_of("s2")),
+        ("s3", verification_of("s3", tests=TIMEOUT)),
+        ("s0", verification_of("s0", changes=MISSING)),
+        ("s0", verification_of("s0", tests=TIMEOUT)),
     ]
     for _, run in moves:
         store.record_run(run)
@@ -126,11 +127,11 @@ def test_a_failing_guard_discards_the_run_and_changes_nothing(store: Store) -> N
         return False
 
     with pytest.raises(LostJob, match="another worker"):
-        store.record_run(verification("s"), job_id=7, worker="w1", guard=guard)
+        store.record_run(verification_of("s"), job_id=7, worker="w1", guard=guard)
     assert seen == [True]
     assert store.runs("s") == [] and store.listed("s").delivery_status == "pending"
     run_id = store.record_run(
-        verification("s"), reason="ingest", job_id=8, worker="w2", guard=lambda c: True
+        verification_of("s"), reason="ingest", job_id=8, worker="w2", guard=lambda c: True
     )
     (run,) = store.runs("s")
     assert (run.id, run.reason, run.worker) == (run_id, "ingest", "w2")
@@ -138,7 +139,7 @@ def test_a_failing_guard_discards_the_run_and_changes_nothing(store: Store) -> N
 
 def test_recording_for_an_unknown_session_is_not_found(store: Store) -> None:
     with pytest.raises(NotFound, match="nope"):
-        store.record_run(verification("nope"))
+        store.record_run(verification_of("nope"))
 
 
 def test_on_insert_runs_in_the_insert_transaction_and_only_for_a_new_session(
@@ -168,7 +169,7 @@ def test_find_sessions_filters(store: Store) -> None:
     store.ingest(report("a", agent="x", model="m1", head="ab" * 20, branch="fix"))
     store.ingest(report("b", "error", agent="y", repo="other", ended="2026-11-28T09:00:00Z"))
     store.ingest(report("c", agent="x", ended="2026-11-30T09:00:00Z"))
-    store.record_run(verification("a", changes=MISSING))
+    store.record_run(verification_of("a", changes=MISSING))
 
     def ids(**kw: object) -> list[str]:
         page = store.find_sessions(SessionFilter(**kw))  # type: ignore[arg-type]
@@ -218,8 +219,8 @@ def test_stats_by_day_week_agent_model_repo_and_range(store: Store) -> None:
     store.ingest(report("mon", agent="x", model="m1", ended="2026-11-23T10:00:00Z"))
     store.ingest(report("sun", agent="y", ended="2026-11-29T23:59:59Z"))
     store.ingest(report("next-mon", "error", agent="x", repo="r2", ended="2026-11-30T00:00:01Z"))
-    store.record_run(verification("mon"))
-    store.record_run(verification("sun", changes=MISSING))
+    store.record_run(verification_of("mon"))
+    store.record_run(verification_of("sun", changes=MISSING))
 
     by_day = store.stats(group_by="day")
     assert [(g.key, g.counts.total) for g in by_day.groups] == [
@@ -254,7 +255,7 @@ def test_stats_by_day_week_agent_model_repo_and_range(store: Store) -> None:
 def test_session_ids_by_state(store: Store) -> None:
     for name in ("a", "b", "c"):
         store.ingest(report(name))
-    store.record_run(verification("b", tests=TIMEOUT))
+    store.record_run(verification_of("b", tests=TIMEOUT))
     assert store.session_ids("pending") == ["a", "c"]
     assert store.session_ids("inconclusive") == ["b"]
     assert store.session_ids("pending", limit=1) == ["a"]
@@ -287,11 +288,11 @@ def test_concurrent_runs_of_many_sessions_keep_the_counts(store: Store) -> None:
                 name = names[(index + step) % len(names)]
                 kind = (index + step) % 3
                 store.record_run(
-                    verification(name)
+                    verification_of(name)
                     if kind == 0
-                    else verification(name, changes=MISSING)
+                    else verification_of(name, changes=MISSING)
                     if kind == 1
-                    else verification(name, tests=TIMEOUT)
+                    else verification_of(name, tests=TIMEOUT)
                 )
         except BaseException as exc:
             errors.append(exc)
@@ -309,14 +310,14 @@ def test_concurrent_runs_of_many_sessions_keep_the_counts(store: Store) -> None:
 def test_migration_0004_fills_the_verdicts_and_counts_of_an_older_store(store: Store) -> None:
     """Down to 0003 (no verdict columns, no counts) and up again: the backfill must
     give what the store keeps run by run."""
-    from store.test_migrations import alembic
+    from tests.support.pg import alembic
 
     store.ingest(report("a", agent="x", model="m1"))
     store.ingest(report("b", "error", agent="y", ended="2026-11-28T09:00:00Z"))
     store.ingest(report("c", repo="r2"))
-    store.record_run(verification("a", changes=MISSING))
-    store.record_run(verification("a", tests=TIMEOUT))
-    store.record_run(verification("b", tests=TIMEOUT))
+    store.record_run(verification_of("a", changes=MISSING))
+    store.record_run(verification_of("a", tests=TIMEOUT))
+    store.record_run(verification_of("b", tests=TIMEOUT))
     kept = {g: store.stats(group_by=g) for g in (None, "day", "agent", "model", "repo")}
     statuses = {listed.session.session_id: listed.delivery_status for listed in store.sessions()}
     url = store.url
@@ -342,7 +343,7 @@ def test_a_claimed_path_holding_nul_is_stored_and_its_finding_recorded(store: St
     store.ingest(parse_report(raw))
     assert store.report_bytes("s-nul") == raw  # the bytes as received
     outside = Finding("change.path_outside_root", "calc\u0000.py: NUL", path="calc\u0000.py")
-    store.record_run(verification("s-nul", changes=(outside,)))
+    store.record_run(verification_of("s-nul", changes=(outside,)))
     (run,) = store.runs("s-nul")
     assert run.findings[0].path == "calc\\x00.py"
     assert run.findings[0].message == "calc\\x00.py: NUL"

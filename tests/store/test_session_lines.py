@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from store.report_factory import finished, make_report_bytes
-
+from tests.support.report_factory import finished, make_report_bytes
 from verifier.contract.report import parse_report
 from verifier.findings import CheckResult, CheckStatus, Finding
 from verifier.store import SessionFilter, Store

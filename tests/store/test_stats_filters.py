@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
-from store.report_factory import make_report_bytes
 
+from tests.support.report_factory import make_report_bytes
 from verifier.contract.report import parse_report
 from verifier.findings import CheckResult, CheckStatus, Finding, Verification, decide
 from verifier.store import Counts, Group, Listed, Stats, Store

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import NullPool, create_engine, text
 from sqlalchemy.exc import StatementError
-from store.report_factory import finished, make_report_bytes, report_dict
 
+from tests.support.report_factory import make_report_bytes, report_dict, verification_of
 from verifier.contract.report import Report, parse_report
 from verifier.errors import InfrastructureError, NotFound, SessionConflict
 from verifier.findings import (
@@ -22,7 +22,6 @@ from verifier.findings import (
     CheckStatus,
     DeliveryStatus,
     Finding,
-    Verification,
 )
 from verifier.store import Counts, Store
 
@@ -39,22 +38,6 @@ def store(db_url: str) -> Iterator[Store]:
 
 def report(session_id: str = "s1", status: str = "done", **overrides: object) -> Report:
     return parse_report(make_report_bytes(session_id, status, **overrides))
-
-
-def verification(
-    session_id: str = "s1",
-    changes: tuple[Finding, ...] = (),
-    tests: CheckResult | None = None,
-    started_at: datetime = T0,
-) -> Verification:
-    checks = {
-        "changes": CheckResult(
-            "changes", CheckStatus.FAIL if changes else CheckStatus.PASS, changes
-        ),
-        "tests": tests or CheckResult("tests", CheckStatus.PASS, details={"passed": 6}),
-        "audit": CheckResult("audit", CheckStatus.PASS),
-    }
-    return finished(session_id, checks, started_at, seconds=2.5)
 
 
 def test_ingesting_the_same_bytes_twice_keeps_one_session(store: Store) -> None:
@@ -130,8 +113,8 @@ def test_reverification_adds_a_run_and_keeps_the_previous_one_with_its_findings(
     mismatch = Finding("change.hash_mismatch", "a.py differs", "a.py", SHA_A, SHA_B)
     missing = Finding("change.missing", "b.py is absent", "b.py")
     runner = CheckResult.error("tests", "tests.runner_missing", "pytest not found")
-    first = verification(changes=(mismatch, missing), tests=runner)
-    second = verification(started_at=T0 + timedelta(hours=1))
+    first = verification_of(changes=(mismatch, missing), tests=runner)
+    second = verification_of(started_at=T0 + timedelta(hours=1))
 
     first_id = store.record_run(first)
     second_id = store.record_run(second)
@@ -163,16 +146,16 @@ def test_unknown_session_is_not_found(store: Store) -> None:
     with pytest.raises(NotFound):
         store.report_bytes("nope")
     with pytest.raises(NotFound):
-        store.record_run(verification("nope"))
+        store.record_run(verification_of("nope"))
 
 
 def test_a_later_inconclusive_run_never_hides_the_conclusive_verdict(store: Store) -> None:
     store.ingest(report("older", started_at="2026-11-29T09:00:00Z"))
     store.ingest(report("newer", started_at="2026-11-29T11:00:00Z"))
-    store.record_run(verification("older", changes=(Finding("change.missing", "gone"),)))
-    delivered = store.record_run(verification("older"))
+    store.record_run(verification_of("older", changes=(Finding("change.missing", "gone"),)))
+    delivered = store.record_run(verification_of("older"))
     unsure = store.record_run(
-        verification("older", tests=CheckResult.error("tests", "tests.timeout", ""))
+        verification_of("older", tests=CheckResult.error("tests", "tests.timeout", ""))
     )
 
     newer, older = store.sessions()
@@ -186,7 +169,7 @@ def test_a_later_inconclusive_run_never_hides_the_conclusive_verdict(store: Stor
 
 def test_an_only_inconclusive_session_is_inconclusive(store: Store) -> None:
     store.ingest(report())
-    store.record_run(verification(tests=CheckResult.error("tests", "tests.timeout", "")))
+    store.record_run(verification_of(tests=CheckResult.error("tests", "tests.timeout", "")))
     (row,) = store.sessions()
     assert row.verdict_run is None and row.delivery_status == "inconclusive"
 
@@ -197,12 +180,16 @@ def test_rates_count_conclusive_sessions_only(store: Store) -> None:
         store.ingest(report(session_id, status))
     store.ingest(report("waiting", "done"))
     store.ingest(report("silent", "done"))
-    store.record_run(verification("fixed", changes=(Finding("change.missing", "gone"),)))
-    store.record_run(verification("fixed"))
-    store.record_run(verification("fixed", tests=CheckResult.error("tests", "tests.timeout", "")))
-    store.record_run(verification("unsure", tests=CheckResult.error("tests", "tests.timeout", "")))
-    store.record_run(verification("gave-up", changes=(Finding("change.missing", "gone"),)))
-    store.record_run(verification("silent", changes=(Finding("change.missing", "gone"),)))
+    store.record_run(verification_of("fixed", changes=(Finding("change.missing", "gone"),)))
+    store.record_run(verification_of("fixed"))
+    store.record_run(
+        verification_of("fixed", tests=CheckResult.error("tests", "tests.timeout", ""))
+    )
+    store.record_run(
+        verification_of("unsure", tests=CheckResult.error("tests", "tests.timeout", ""))
+    )
+    store.record_run(verification_of("gave-up", changes=(Finding("change.missing", "gone"),)))
+    store.record_run(verification_of("silent", changes=(Finding("change.missing", "gone"),)))
 
     rates = store.rates()
     assert rates == Counts(
@@ -232,7 +219,7 @@ def test_a_read_only_store_lists_without_writing(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'ro.sqlite3'}"
     with Store.open(url) as store:
         store.ingest(report())
-        store.record_run(verification())
+        store.record_run(verification_of())
     before = (tmp_path / "ro.sqlite3").read_bytes()
     with Store.open(url, read_only=True) as store:
         (row,) = store.sessions()
@@ -263,7 +250,7 @@ def test_a_read_only_store_behind_the_code_is_a_clear_error(tmp_path: Path) -> N
 def test_times_come_back_aware_in_utc(store: Store) -> None:
     paris = timezone(timedelta(hours=2))
     store.ingest(report(started_at="2026-11-29T10:00:00.000+00:00"))
-    store.record_run(verification(started_at=datetime(2026, 11, 29, 12, 5, tzinfo=paris)))
+    store.record_run(verification_of(started_at=datetime(2026, 11, 29, 12, 5, tzinfo=paris)))
 
     (run,) = store.runs("s1")
     stored = store.get_session("s1")
@@ -278,7 +265,7 @@ def test_a_naive_time_is_refused_rather_than_guessed(store: Store) -> None:
     store.ingest(report())
 
     with pytest.raises(StatementError, match="naive datetime"):
-        store.record_run(verification(started_at=datetime(2026, 11, 29, 10, 5)))
+        store.record_run(verification_of(started_at=datetime(2026, 11, 29, 10, 5)))
     assert store.runs("s1") == []
 
 

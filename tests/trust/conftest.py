@@ -6,8 +6,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from store.pg import NO_POSTGRES, POSTGRES_URL, postgres_database
 
+from tests.support.pg import (
+    NO_POSTGRES,
+    POSTGRES_URL,
+    migrated_postgres_database,
+)
 from verifier.store import upgrade
 
 
@@ -20,6 +24,5 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         return
     if not POSTGRES_URL:
         pytest.skip(NO_POSTGRES)
-    with postgres_database(POSTGRES_URL) as url:
-        upgrade(url)
+    with migrated_postgres_database(POSTGRES_URL) as url:
         yield url

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-from store.report_factory import report_dict
-from trust.test_witness_api import trail
-
+from tests.support.report_factory import report_dict
+from tests.support.trust import trail
 from verifier.checks.audit import trusted
 from verifier.checks.base import WitnessedPrefix
 from verifier.config import Config

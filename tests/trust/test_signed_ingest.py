@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from store.report_factory import report_dict
-from trust.trustkit import agents_config, public_b64, signed_bytes
 
 from audit.signing import Ed25519Signer, HmacSigner
+from tests.support.report_factory import report_dict
+from tests.support.trust import agents_config, public_b64, signed_bytes
 from verifier.app.pipeline import submit
 from verifier.contract.signatures import assess
 from verifier.errors import ConfigError, InvalidReport

@@ -8,41 +8,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from api.apikit import bearer, make_tokens
 from fastapi.testclient import TestClient
-from store.report_factory import report_dict
-from trust.trustkit import agents_config, evidence_key
 
 from audit.chain import seal
 from audit.jcs import canonicalize
 from audit.witness import verify_receipt
+from tests.support.api import bearer, make_tokens
+from tests.support.report_factory import report_dict
+from tests.support.trust import TS, agents_config, evidence_key, trail
 from verifier.app.evidence import load_key
 from verifier.service.api import create_app
 from verifier.store import Store
 from verifier.store.tokens import create_token
 from verifier.store.witness import witnessed
-
-TS = "2026-11-29T10:00:0{}Z"
-
-
-def trail(session_id: str = "s-1", n: int = 3) -> list[dict[str, Any]]:
-    bodies: list[dict[str, Any]] = [{"kind": "session_start", "ts": TS.format(0)}]
-    bodies += [
-        {
-            "kind": "tool_call",
-            "ts": TS.format(i),
-            "call_id": f"c{i}",
-            "tool": "read_file",
-            "args_sha256": "a" * 64,
-            "decision": "allow",
-            "checkpoint": None,
-            "result_sha256": "b" * 64,
-            "effects": [],
-        }
-        for i in range(1, n - 1)
-    ]
-    bodies.append({"kind": "session_end", "ts": TS.format(n - 1), "status": "done"})
-    return seal(session_id, bodies)
 
 
 def lines(*entries: dict[str, Any]) -> bytes:

@@ -10,19 +10,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from api.apikit import make_tokens, serve
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from gitrepo import GitRepo
-from recorder.kit import TURNS, commit, findings
-from recorder.scripted import ScriptedClient, load_turns, recorder, run_session
-from sessions import PYTEST
-from trust.trustkit import evidence_key, public_b64
 
 from audit.chain import seal
 from audit.recorder import dumps
 from audit.signing import Ed25519Signer, sign
 from audit.upload import post_report
 from audit.witness import WitnessClient, verify_receipt
+from tests.support.api import make_tokens, serve
+from tests.support.gitrepo import GitRepo
+from tests.support.recording import FIX_CALC, commit, findings
+from tests.support.scripted import ScriptedClient, load_turns, recorder, run_session
+from tests.support.sessions import PYTEST
+from tests.support.trust import evidence_key, public_b64
 from verifier.app.evidence import load_key
 from verifier.app.pipeline import verify_report, verify_session
 from verifier.config import AgentConfig, Config, EvidenceConfig, RepositoryConfig
@@ -49,7 +49,7 @@ def witnessed_session(
 ) -> tuple[dict[str, Any], WitnessClient]:
     client = WitnessClient(base_url, token)
     rec = recorder(repo.path, tmp_path / "s-1.jsonl", witness=client)
-    status = run_session(rec, ScriptedClient(load_turns(TURNS)))
+    status = run_session(rec, ScriptedClient(load_turns(FIX_CALC)))
     return rec.finish(status, head_commit=commit(repo)), client
 
 
@@ -157,7 +157,7 @@ def test_an_unwitnessed_trail_is_inconclusive_only_when_the_agent_requires_a_wit
     client = WitnessClient(_closed_port(), "vrf_" + "x" * 43, attempts=1)
     rec = recorder(repo.path, tmp_path / "s-1.jsonl", witness=client)
     report = rec.finish(
-        run_session(rec, ScriptedClient(load_turns(TURNS))), head_commit=commit(repo)
+        run_session(rec, ScriptedClient(load_turns(FIX_CALC))), head_commit=commit(repo)
     )
     n = report["audit"]["count"]
     # The recorder kept going, and says so.
@@ -180,7 +180,7 @@ def test_a_signature_of_an_agent_without_keys_is_noted_as_unverified_in_the_verd
 ) -> None:
     rec = recorder(repo.path, tmp_path / "s-1.jsonl")
     report = rec.finish(
-        run_session(rec, ScriptedClient(load_turns(TURNS))), head_commit=commit(repo)
+        run_session(rec, ScriptedClient(load_turns(FIX_CALC))), head_commit=commit(repo)
     )
     raw = dumps(sign(report, Ed25519Signer(Ed25519PrivateKey.generate(), key_id="k")))
     config = make_config(repo, db_url, tmp_path / "unused.pem")

@@ -1,0 +1,264 @@
+"""The contract: what reads as a report v1, and the clear errors for what does not."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from tests.support.gitrepo import GitRepo
+from tests.support.paths import ROOT
+from tests.support.sessions import fixed_session, to_bytes
+from verifier.contract.report import canonical_status, parse_report, schema_text
+from verifier.errors import InvalidReport
+
+
+@pytest.fixture
+def report(repo: GitRepo) -> dict[str, Any]:
+    return fixed_session(repo).report()
+
+
+def _invalid(data: Any) -> InvalidReport:
+    raw = data if isinstance(data, bytes) else to_bytes(data)
+    with pytest.raises(InvalidReport) as info:
+        parse_report(raw)
+    return info.value
+
+
+def test_a_harness_report_parses_and_keeps_its_bytes(report: dict[str, Any]) -> None:
+    raw = to_bytes(report)
+    parsed = parse_report(raw)
+    assert parsed.raw == raw
+    assert parsed.session_id == "s-1"
+    assert parsed.done
+    assert [c.call_id for c in parsed.trajectory.calls] == ["c1", "c2"]
+    assert parsed.trajectory.calls[1].response_object == {"ok": True}
+
+
+def test_not_json_names_the_position() -> None:
+    error = _invalid(b'{"schema_version": "1",')
+    assert error.field == "$"
+    assert "not JSON" in error.problem and "line 1" in error.problem
+
+
+def test_not_utf8_is_refused() -> None:
+    assert "UTF-8" in _invalid(b'{"a": "\xff"}').problem
+
+
+def test_a_json_array_is_not_a_report() -> None:
+    assert "object" in _invalid(b"[]").problem
+
+
+def test_missing_field_is_named(report: dict[str, Any]) -> None:
+    del report["repo"]["base_commit"]
+    error = _invalid(report)
+    assert error.field == "repo.base_commit"
+    assert "missing" in error.problem
+
+
+def test_wrong_type_is_named_with_what_was_found(report: dict[str, Any]) -> None:
+    report["changes"] = {"path": "calc.py"}
+    error = _invalid(report)
+    assert error.field == "changes"
+    assert "list" in error.problem
+
+
+def test_unknown_schema_version_is_refused(report: dict[str, Any]) -> None:
+    report["schema_version"] = "2"
+    error = _invalid(report)
+    assert error.field == "schema_version"
+    assert "'2'" in error.problem
+
+
+def test_missing_schema_version_is_refused(report: dict[str, Any]) -> None:
+    del report["schema_version"]
+    assert _invalid(report).field == "schema_version"
+
+
+def test_bad_session_id_is_refused(report: dict[str, Any]) -> None:
+    report["session_id"] = "has space"
+    assert _invalid(report).field == "session_id"
+
+
+def test_uppercase_claim_hash_is_a_wrong_type(report: dict[str, Any]) -> None:
+    report["changes"][0]["sha256_after"] = report["changes"][0]["sha256_after"].upper()
+    assert _invalid(report).field == "changes.0.sha256_after"
+
+
+def test_claimed_modes_are_optional_and_must_be_git_modes(report: dict[str, Any]) -> None:
+    """A report without modes reads as before; a mode git never writes is refused by name."""
+    assert parse_report(to_bytes(report)).doc.changes[0].mode_after is None
+    report["changes"][0].update(mode_before="100644", mode_after="100755")
+    parsed = parse_report(to_bytes(report)).doc.changes[0]
+    assert (parsed.mode_before, parsed.mode_after) == ("100644", "100755")
+    report["changes"][0]["mode_after"] = "100664"
+    assert _invalid(report).field == "changes.0.mode_after"
+
+
+def test_unknown_keys_are_kept_not_refused(report: dict[str, Any]) -> None:
+    report["vendor_field"] = {"x": 1}
+    report["repo"]["mirror"] = "elsewhere"
+    parsed = parse_report(to_bytes(report))
+    assert parsed.doc.model_extra == {"vendor_field": {"x": 1}}
+    assert b"vendor_field" in parsed.raw
+
+
+def test_a_50_mb_report_is_read(report: dict[str, Any]) -> None:
+    report["final_text"] = "x" * (50 * 1024 * 1024)
+    raw = to_bytes(report)
+    assert len(raw) > 50 * 1024 * 1024
+    parsed = parse_report(raw)
+    assert parsed.doc.final_text is not None and len(parsed.doc.final_text) == 50 * 1024 * 1024
+
+
+def test_a_report_over_the_limit_is_refused_before_parsing() -> None:
+    from verifier.contract import report as contract
+
+    raw = b" " * (contract.MAX_REPORT_BYTES + 1)
+    assert "over the limit" in _invalid(raw).problem
+
+
+@pytest.mark.parametrize(
+    ("raw", "canonical"),
+    [
+        ("done", "done"),
+        ("terminé", "done"),
+        ("tours épuisés", "turns_exhausted"),
+        ("budget épuisé", "budget_exhausted"),
+        ("boucle détectée", "loop_detected"),
+        ("délai dépassé", "timeout"),
+        ("cancelled", "cancelled"),
+        ("finished-ish", "finished-ish"),
+    ],
+)
+def test_status_aliases(raw: str, canonical: str) -> None:
+    assert canonical_status(raw) == canonical
+
+
+@pytest.mark.parametrize(
+    ("status", "done"),
+    [("done", True), ("terminé", True), ("Done", False), ("error", False), ("ok", False)],
+)
+def test_only_done_and_termine_count_as_done(
+    report: dict[str, Any], status: str, done: bool
+) -> None:
+    report["status"] = status
+    assert parse_report(to_bytes(report)).done is done
+
+
+def test_timestamps_must_carry_a_zone(report: dict[str, Any]) -> None:
+    report["started_at"] = "2026-11-29T10:00:00"
+    assert _invalid(report).field == "started_at"
+
+
+@pytest.mark.parametrize(
+    "committed",
+    ["docs/contract/session-report-v1.schema.json", "verifier/contract/report.schema.json"],
+    ids=["published", "packaged"],
+)
+def test_committed_schema_matches_the_models(committed: str) -> None:
+
+    text = (ROOT / committed).read_text("utf-8")
+    assert text == schema_text(), f"run `make schema` and commit {committed}"
+
+
+def test_schema_requires_the_contract_fields() -> None:
+    schema = json.loads(schema_text())
+    assert set(schema["required"]) >= {
+        "schema_version",
+        "session_id",
+        "agent",
+        "repo",
+        "started_at",
+        "ended_at",
+        "status",
+        "changes",
+        "trajectory",
+        "audit",
+    }
+
+
+def test_report_object_is_frozen(report: dict[str, Any]) -> None:
+    parsed = parse_report(to_bytes(report))
+    with pytest.raises(ValueError):
+        parsed.doc.status = "error"  # type: ignore[misc]
+    # the parsed form does not share state with the input dict
+    again = copy.deepcopy(report)
+    again["status"] = "error"
+    assert parsed.doc.status == "done"
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        (b'{"a": NaN}', "NaN is not a JSON value"),
+        (b'{"a": -Infinity}', "-Infinity is not a JSON value"),
+        (b'{"a": 1, "a": 2}', "the key 'a' appears twice"),
+        (b'{"a": ' + b"9" * 5000 + b"}", "not readable JSON"),
+        (b"[" * 5_000 + b"]" * 5_000, "nested too deeply"),
+    ],
+)
+def test_what_python_json_accepts_but_json_does_not_is_refused(raw: bytes, problem: str) -> None:
+    assert problem in _invalid(raw).problem
+
+
+def test_a_lone_surrogate_names_its_field(report: dict[str, Any]) -> None:
+    raw = to_bytes(report).replace(b'"path": "calc.py"', b'"path": "calc\\ud800.py"', 1)
+    error = _invalid(raw)
+    assert error.field == "changes.0.path"
+    assert "surrogate" in error.problem
+
+
+def test_a_surrogate_pair_escape_is_fine(report: dict[str, Any]) -> None:
+    raw = to_bytes(report).replace(b'"task": "Fix subtract."', b'"task": "Fix \\ud83d\\ude00"', 1)
+    assert parse_report(raw).doc.task == "Fix \U0001f600"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("count", "4"), ("count", 4.0)],
+)
+def test_audit_count_must_be_a_json_integer(report: dict[str, Any], field: str, value: Any) -> None:
+    report["audit"][field] = value
+    assert _invalid(report).field == f"audit.{field}"
+
+
+@pytest.mark.parametrize("value", [1764410400, "2026-11-29T10:00:00+02:00"])
+def test_timestamps_must_be_utc_strings(report: dict[str, Any], value: Any) -> None:
+    report["ended_at"] = value
+    assert _invalid(report).field == "ended_at"
+
+
+@pytest.mark.parametrize("page", ["docs/contract/session-report-v1.md", "README.md"])
+def test_relative_links_of_the_contract_and_readme_resolve(page: str) -> None:
+    import re
+
+    path = ROOT / page
+    targets = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", path.read_text("utf-8"))
+    assert targets
+    missing = [t for t in targets if not (path.parent / t).exists()]
+    assert not missing, f"{page} links to files that do not exist: {missing}"
+
+
+@pytest.mark.parametrize(
+    ("field", "edit"),
+    [
+        ("agent.name", lambda d: d["agent"].update(name="repo\u0000fixer")),
+        ("agent.model", lambda d: d["agent"].update(model="m\u0000")),
+        ("repo.branch", lambda d: d["repo"].update(branch="fix\u0000")),
+        ("status", lambda d: d.update(status="do\u0000ne")),
+    ],
+)
+def test_nul_in_a_stored_text_field_is_refused_naming_it(field: str, edit: Any) -> None:
+    """PostgreSQL text cannot hold U+0000: the contract refuses it, the store never sees it."""
+    from tests.support.report_factory import report_dict
+
+    change = {"path": "a.py", "action": "create", "sha256_before": None, "sha256_after": "a" * 64}
+    doc = report_dict("s-nul", changes=[change])
+    parse_report(json.dumps(doc).encode())  # valid without the NUL
+    edit(doc)
+    with pytest.raises(InvalidReport) as caught:
+        parse_report(json.dumps(doc).encode())
+    assert caught.value.field == field and "NUL" in caught.value.problem

@@ -1,0 +1,228 @@
+"""The gate's formats, each alone: pure functions of a `Decision`."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+from tests.support.gate import sarif_schema_errors
+from verifier.app.gate import GateSession, Override, Selection, decide
+from verifier.findings import Finding
+from verifier.formats.gate import (
+    GITHUB_PER_KIND,
+    Annotation,
+    escape_data,
+    escape_property,
+    github_annotations,
+    render_github,
+    render_junit,
+    render_markdown,
+    render_sarif,
+    render_text,
+    workflow_command,
+)
+
+HEAD = "9a2e" * 10
+SELECTION = Selection(commits=(HEAD,))
+
+
+def session(
+    session_id: str,
+    status: str,
+    findings: tuple[Finding, ...] = (),
+    override: Override | None = None,
+) -> GateSession:
+    return GateSession(
+        session_id=session_id,
+        computed_status=status,
+        override=override,
+        repo_name="calc",
+        head_commit=HEAD,
+        branch="agent/fix",
+        findings=findings,
+    )
+
+
+MISSING_FILE = Finding("change.missing", "calc.py is not at head", "calc.py", "9f86", "absent")
+GAP = Finding("audit.seq_gap", "seq 3 follows 1", "audit.entries[2].seq", "2", "3")
+
+
+def test_workflow_commands_escape_data_and_properties_as_actions_core_does() -> None:
+    assert escape_data("50% done\r\nnext") == "50%25 done%0D%0Anext"
+    assert escape_property("a,b: 5%\n") == "a%2Cb%3A 5%25%0A"
+    command = workflow_command(
+        Annotation("error", "t: x, y", "line 1\nline 2 100%", file="src/a,b:c.py", line=7)
+    )
+    assert (
+        command == "::error file=src/a%2Cb%3Ac.py,line=7,title=t%3A x%2C y::line 1%0Aline 2 100%25"
+    )
+    # Without a file or line, the properties are left out, not left empty.
+    assert workflow_command(Annotation("notice", "t", "m")) == "::notice title=t::m"
+
+
+def test_github_annotations_are_capped_at_ten_of_each_kind_and_say_how_many_are_left_out() -> None:
+    many = tuple(
+        Finding("change.missing", f"f{i}.py is not at head", f"f{i}.py") for i in range(25)
+    )
+    sessions = [
+        session("blocking", "not_delivered", many),
+        session(
+            "unsure", "inconclusive", tuple(Finding("tests.no_command", f"n{i}") for i in range(12))
+        ),
+        *(
+            session(f"ok{i}", "not_delivered", (MISSING_FILE,), Override("delivered", "bo", "why"))
+            for i in range(3)
+        ),
+    ]
+    decision = decide(sessions, SELECTION, inconclusive="pass")
+    assert len(github_annotations(decision)) == 25 + 12 + 3
+    output = render_github(decision)
+    levels = [a.level for a in output.annotations]
+    assert levels.count("error") == GITHUB_PER_KIND
+    assert levels.count("warning") == GITHUB_PER_KIND
+    assert levels.count("notice") == 3
+    assert len(output.annotations) <= 50  # GitHub's limit per job
+    assert output.left_out == {"error": 16, "warning": 3}
+    errors = [a for a in output.annotations if a.level == "error"]
+    assert errors[-1].title == "16 more error annotations left out"
+    assert [a.file for a in errors[:9]] == [f"f{i}.py" for i in range(9)]
+    commands = [line for line in output.stdout.splitlines() if line.startswith("::")]
+    assert len(commands) == len(output.annotations)
+    assert "16 error annotations left out (GitHub shows 10 per step)" in output.stdout
+    # The summary still lists every session.
+    assert all(f"<code>{s.session_id}</code>" in output.summary for s in sessions)
+
+
+def test_an_audit_finding_has_no_file_annotation_its_path_is_a_place_in_the_report() -> None:
+    decision = decide([session("s1", "not_delivered", (GAP, MISSING_FILE))], SELECTION)
+    [gap, missing] = github_annotations(decision)
+    assert gap.file is None and missing.file == "calc.py"
+    assert gap.message == "seq 3 follows 1\nexpected: 2\nfound: 3"
+
+
+def test_junit_has_one_testcase_per_session_and_holds_any_text_as_valid_xml() -> None:
+    odd = Finding("change.missing", 'a "quoted" <tag> & \x1b[31mred\x00 ]]>', "a\x07.py")
+    decision = decide(
+        [
+            session("s&1", "not_delivered", (odd,)),
+            session("s2", "inconclusive", (Finding("tests.no_command", "none"),)),
+            session("s3", "pending"),
+            session("s4", "delivered"),
+        ],
+        SELECTION,
+        inconclusive="pass",
+    )
+    root = ET.fromstring(render_junit(decision))
+    [suite] = root.findall("testsuite")
+    assert (
+        suite.get("tests"),
+        suite.get("failures"),
+        suite.get("errors"),
+        suite.get("skipped"),
+    ) == (
+        "4",
+        "1",
+        "0",
+        "2",
+    )
+    cases = {c.get("name"): c for c in suite.findall("testcase")}
+    assert list(cases) == ["s&1", "s2", "s3", "s4"]
+    failure = cases["s&1"].find("failure")
+    assert failure is not None
+    assert 'a "quoted" <tag> & \\x1b[31mred\\x00 ]]>' in (failure.get("message") or "")
+    assert cases["s2"].find("skipped") is not None and cases["s3"].find("skipped") is not None
+    assert cases["s4"].find("failure") is None and cases["s4"].find("skipped") is None
+
+    blocking = decide([session("s2", "inconclusive")], SELECTION)
+    [case] = ET.fromstring(render_junit(blocking)).iter("testcase")
+    error = case.find("error")
+    assert error is not None and error.get("type") == "inconclusive"
+
+
+def test_junit_of_an_empty_selection_fails_unless_allowed() -> None:
+    [case] = ET.fromstring(render_junit(decide([], SELECTION))).iter("testcase")
+    assert case.get("name") == "selection"
+    failure = case.find("failure")
+    assert failure is not None and failure.get("type") == "no_session"
+    allowed = ET.fromstring(render_junit(decide([], SELECTION, allow_empty=True)))
+    assert list(allowed.iter("testcase")) == [] and allowed.get("tests") == "0"
+
+
+def test_sarif_is_valid_with_one_rule_per_code_and_locations_where_a_file_is_named() -> None:
+    spaced = Finding("replay.mismatch", "differs", "src/my file#1.py", "aa", "bb")
+    decision = decide(
+        [
+            session("s1", "not_delivered", (MISSING_FILE, GAP, spaced)),
+            session("s2", "not_delivered", (MISSING_FILE,)),
+            session("s3", "pending"),
+            session("s4", "not_delivered", (MISSING_FILE,), Override("delivered", "bo", "moved")),
+            session("s5", "delivered"),
+        ],
+        SELECTION,
+    )
+    document = json.loads(render_sarif(decision))
+    assert sarif_schema_errors(document) == []
+    assert document["version"] == "2.1.0"
+    [run] = document["runs"]
+    rules = [r["id"] for r in run["tool"]["driver"]["rules"]]
+    assert rules == ["audit.seq_gap", "change.missing", "gate.pending", "replay.mismatch"]
+    results = run["results"]
+    assert [(r["ruleId"], r["properties"]["session_id"]) for r in results] == [
+        ("change.missing", "s1"),
+        ("audit.seq_gap", "s1"),
+        ("replay.mismatch", "s1"),
+        ("change.missing", "s2"),
+        ("gate.pending", "s3"),
+        ("change.missing", "s4"),
+    ]
+    for result in results:
+        assert rules[result["ruleIndex"]] == result["ruleId"]
+    uri = results[2]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+    assert uri == "src/my%20file%231.py"
+    assert results[1]["locations"] == [
+        {"logicalLocations": [{"fullyQualifiedName": "audit.entries[2].seq", "kind": "element"}]}
+    ]
+    assert "locations" not in results[4]
+    # The override lets s4 through: its finding stays, suppressed with the reason.
+    assert results[5]["level"] == "note"
+    assert results[5]["suppressions"] == [
+        {"kind": "external", "status": "accepted", "justification": "moved"}
+    ]
+    assert [r["level"] for r in results[:5]] == ["error"] * 5
+    # The same finding of the same session keeps its fingerprint from one run to the next.
+    again = json.loads(render_sarif(decision))["runs"][0]["results"]
+    assert [r["partialFingerprints"] for r in again] == [r["partialFingerprints"] for r in results]
+    assert len({r["partialFingerprints"]["verifierFinding/v1"] for r in results}) == 6
+
+
+def test_sarif_of_an_empty_selection_has_a_result_saying_so() -> None:
+    document = json.loads(render_sarif(decide([], SELECTION)))
+    assert sarif_schema_errors(document) == []
+    [result] = document["runs"][0]["results"]
+    assert result["ruleId"] == "gate.no_session"
+    assert (
+        json.loads(render_sarif(decide([], SELECTION, allow_empty=True)))["runs"][0]["results"]
+        == []
+    )
+
+
+def test_markdown_cells_let_no_pipe_newline_or_html_through() -> None:
+    finding = Finding("change.missing", "a | b\nc <script>x</script>", "p|q.py")
+    text = render_markdown(decide([session("s|1", "not_delivered", (finding,))], SELECTION))
+    [row] = [line for line in text.splitlines() if line.startswith("| ❌")]
+    assert row.count(" | ") == 5  # six cells: no pipe from the data split it
+    assert "<script>" not in text and "&lt;script&gt;" in text
+    assert "s\\|1" in row and "a \\| b c &lt;script" in row
+
+
+def test_text_says_when_an_override_decided_and_keeps_the_computed_verdict() -> None:
+    decision = decide(
+        [session("s1", "not_delivered", (MISSING_FILE,), Override("delivered", "alice", "moved"))],
+        SELECTION,
+    )
+    text = render_text(decision, width=200)
+    assert "delivered (override; computed: not delivered)" in text
+    assert "override delivered by alice: moved" in text
+    assert (
+        "gate: passed (exit 0): 1 of 1 session delivered; 1 session decided by an override" in text
+    )

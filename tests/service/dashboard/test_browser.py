@@ -1,0 +1,180 @@
+"""The dashboard in a real browser: Debian's Chromium, driven by Playwright, against a
+real uvicorn server on the loopback and a seeded SQLite store.
+
+Chromium missing is a failure (CI installs it: see .ci/run), unless the machine opts
+out with VERIFIER_TEST_NO_BROWSER=1. Screenshots go to VERIFIER_TEST_ARTIFACTS
+(default: test-artifacts/ at the repository's root).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.api import bearer, make_config, make_tokens, serve
+from tests.support.dashboard_seed import RICH, XSS, seed
+from tests.support.pages import COLUMNS, pct, shown
+from tests.support.paths import ROOT
+from verifier.service.api import create_app
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+# Enough presses of Tab to pass the header, the filters, the tabs and the table headings.
+MAX_TABS = 80
+
+
+def artifacts() -> Path:
+    where = Path(os.environ.get("VERIFIER_TEST_ARTIFACTS") or ROOT / "test-artifacts")
+    where.mkdir(parents=True, exist_ok=True)
+    return where
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if os.environ.get("VERIFIER_TEST_NO_BROWSER") == "1":
+        pytest.skip("VERIFIER_TEST_NO_BROWSER=1: this machine opted out of the browser tests")
+    if not CHROMIUM.exists() or shutil.which(str(CHROMIUM)) is None:
+        pytest.fail(
+            f"the dashboard's browser test needs Chromium at {CHROMIUM}: install it with "
+            "`apt-get install chromium` (Debian's package; .ci/run does), or set "
+            "VERIFIER_TEST_NO_BROWSER=1 on a machine without it"
+        )
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    url = f"sqlite:///{tmp_path / 'browser.sqlite3'}"
+    tokens = make_tokens(url)
+    seed(url)
+    with serve(create_app(make_config(url))) as base:
+        yield base, tokens
+
+
+def _page(browser: Any, base: str, width: int) -> tuple[Any, list[str], list[str]]:
+    """A fresh page of `width` px; it records console errors and every URL it requests."""
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    problems: list[str] = []
+    requested: list[str] = []
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.on("request", lambda r: requested.append(r.url))
+    return page, problems, requested
+
+
+def _log_in(page: Any, base: str, token: str) -> None:
+    page.goto(base + "/")
+    assert page.url.startswith(base + "/login?next=")
+    page.fill("#token", token)
+    page.press("#token", "Enter")
+    page.wait_for_url(base + "/")
+
+
+def test_the_browser_shows_the_apis_numbers_and_reaches_a_session_by_keyboard(
+    browser: Any, server: tuple[str, dict[str, str]]
+) -> None:
+    base, tokens = server
+    stats = httpx.get(base + "/v1/stats", headers=bearer(tokens["read"])).json()
+    by_agent = httpx.get(
+        base + "/v1/stats", params={"group_by": "agent"}, headers=bearer(tokens["read"])
+    ).json()["groups"]
+    page, problems, requested = _page(browser, base, 1280)
+    _log_in(page, base, tokens["read"])
+
+    assert page.inner_text("#total-sessions") == str(stats["total"])
+    assert page.inner_text("#done-rate") == pct(stats["done_rate"])
+    assert page.inner_text("#delivered-rate") == pct(stats["delivered_rate"])
+    assert page.inner_text("#silent-failures") == str(stats["silent_failures"])
+    rows = page.locator("#groups tbody tr")
+    table = {
+        rows.nth(i).locator("th").inner_text(): [
+            rows.nth(i).locator(f'[data-col="{c}"]').inner_text() for c in COLUMNS
+        ]
+        for i in range(rows.count())
+    }
+    assert table == {g["key"]: [shown(g, c) for c in COLUMNS] for g in by_agent}
+    # An agent named with markup shows as that text, and no script element exists.
+    assert XSS in table
+    assert page.evaluate("document.querySelectorAll('script').length") == 0
+    # The chart is drawn: one delivered point per day with a conclusive session.
+    assert page.locator("svg.chart circle.dot.delivered").count() > 0
+    page.screenshot(path=str(artifacts() / "overview-1280.png"), full_page=True)
+
+    # The keyboard alone reaches a session: Tab to the first link of a session, Enter.
+    for _ in range(MAX_TABS):
+        page.keyboard.press("Tab")
+        href = page.evaluate("document.activeElement.getAttribute('href')")
+        if href and href.startswith("/sessions/"):
+            break
+    else:
+        pytest.fail(f"{MAX_TABS} presses of Tab reached no session's link")
+    focused = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
+    assert focused == "solid", "the focused link must show where the focus is"
+    page.keyboard.press("Enter")
+    page.wait_for_url(base + href)
+    assert href.removeprefix("/sessions/") in page.inner_text("h1")
+
+    # The rich session: follow a finding to its row, which the page highlights.
+    page.goto(base + f"/sessions/{RICH}")
+    # At 1280 px the three accounts stand side by side.
+    boxes = [page.locator(f"#{t}").bounding_box() for t in ("changes", "calls", "entries")]
+    assert boxes[0]["x"] < boxes[1]["x"] < boxes[2]["x"]
+    page.click("#finding-2 a.goto")
+    assert page.url.endswith("#entry-1")
+    outline = page.evaluate("getComputedStyle(document.getElementById('entry-1')).outlineStyle")
+    assert outline == "solid"
+    page.screenshot(path=str(artifacts() / "session-1280.png"), full_page=True)
+
+    # An override stands beside the computed verdict, on the same line.
+    page.goto(base + "/sessions/a-2")
+    computed = page.locator("#computed-verdict").bounding_box()
+    override = page.locator("#override-verdict").bounding_box()
+    assert page.inner_text("#override-verdict") == "delivered"
+    assert computed["x"] < override["x"] and abs(computed["y"] - override["y"]) < 2
+    page.screenshot(path=str(artifacts() / "session-override-1280.png"), full_page=True)
+
+    assert not [p for p in problems if "Content Security Policy" in p or "Refused" in p], problems
+    assert not problems, problems
+    assert all(url.startswith(base) for url in requested), requested
+    page.close()
+
+
+def test_the_pages_fit_a_phone_screen(browser: Any, server: tuple[str, dict[str, str]]) -> None:
+    base, tokens = server
+    page, problems, _ = _page(browser, base, 390)
+    _log_in(page, base, tokens["read"])
+    for path, name in (("/", "overview-390.png"), (f"/sessions/{RICH}", "session-390.png")):
+        page.goto(base + path)
+        # Wide tables and the chart scroll inside their own boxes; the page itself does not.
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390, f"{path} is {width} px wide at a 390 px viewport"
+        page.screenshot(path=str(artifacts() / name), full_page=True)
+    # The three accounts stack on a phone: each starts below the one before.
+    tops = [
+        page.evaluate(f"document.getElementById('{t}').getBoundingClientRect().top")
+        for t in ("changes", "calls", "entries")
+    ]
+    assert tops == sorted(tops) and len(set(tops)) == 3
+    assert not problems, problems
+    page.close()
