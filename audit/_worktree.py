@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from audit.errors import AuditError
+
 EOL_TEXT = "text"
 EOL_AUTO = "auto"
 
@@ -35,8 +37,10 @@ _NONPRINTABLE = bytes([*(b for b in range(32) if b not in (8, 9, 10, 12, 13, 27)
 _GIT_TIMEOUT_S = 120
 
 
-class PathOutsideRoot(ValueError):
+class PathOutsideRoot(AuditError, ValueError):
     """A path that is not a relative path inside the repository."""
+
+    code = "path_outside_root"
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from audit.dsse import IN_TOTO_PAYLOAD_TYPE, EnvelopeError, fingerprint, verify_envelope
+from audit.errors import AuditError
 
 __all__ = [
     "FORMAT",
@@ -98,8 +99,10 @@ REASONS: dict[str, str] = {
 }
 
 
-class BundleError(Exception):
+class BundleError(AuditError):
     """A bundle refused: `reason` is a code of `REASONS`, the message says what and where."""
+
+    code = "bundle"
 
     def __init__(self, reason: str, message: str) -> None:
         assert reason in REASONS, reason

@@ -25,6 +25,8 @@ from typing import Any
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from audit.errors import AuditError
+
 __all__ = [
     "IN_TOTO_PAYLOAD_TYPE",
     "EnvelopeError",
@@ -40,8 +42,10 @@ IN_TOTO_PAYLOAD_TYPE = "application/vnd.in-toto+json"
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
-class EnvelopeError(ValueError):
+class EnvelopeError(AuditError, ValueError):
     """An envelope that cannot be read (`malformed`) or whose signature fails (`signature`)."""
+
+    code = "envelope"
 
     def __init__(self, kind: str, message: str) -> None:
         self.kind = kind

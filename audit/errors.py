@@ -1,7 +1,19 @@
-"""The errors of the recorder's side of `audit`: one root, each message saying what and why.
+"""The errors of `audit`: one root, each class with its stable `code`, each message saying
+what and why.
 
 (`audit` never imports `verifier`, so these are not `verifier.errors`; a face
-that calls the recorder catches `AuditError`.)
+that calls the recorder or reads a bundle catches `AuditError`.)::
+
+    AuditError              audit
+    ├── RecorderError       recorder          the recorder used wrongly, or its trail unwritable
+    ├── SignatureError      signature         a report's signature missing, malformed or wrong
+    ├── UploadError         upload            a report not delivered to the service
+    ├── BundleError         bundle            an evidence bundle refused (audit.bundle)
+    ├── EnvelopeError       envelope          a DSSE envelope unreadable or unsigned (audit.dsse)
+    ├── CanonicalizationError  canonicalization  a value with no JCS form (audit.jcs)
+    └── PathOutsideRoot     path_outside_root a path outside the repository (audit._worktree)
+
+The last three are also `ValueError`s, as they were before they joined this root.
 """
 
 from __future__ import annotations
@@ -10,11 +22,15 @@ __all__ = ["AuditError", "RecorderError", "SignatureError", "UploadError"]
 
 
 class AuditError(Exception):
-    """The root of the errors raised by the recorder, signing and uploading."""
+    """The root of the errors raised by the recorder, signing, uploading and bundles."""
+
+    code = "audit"
 
 
 class RecorderError(AuditError):
     """The recorder was used wrongly or cannot write its trail: `field` names what, if anything."""
+
+    code = "recorder"
 
     def __init__(self, problem: str, field: str | None = None) -> None:
         self.problem = problem
@@ -25,9 +41,13 @@ class RecorderError(AuditError):
 class SignatureError(AuditError):
     """A report's signature is missing, malformed or does not verify."""
 
+    code = "signature"
+
 
 class UploadError(AuditError):
     """A report could not be delivered to the verifier service; `status` is the last HTTP code."""
+
+    code = "upload"
 
     def __init__(self, problem: str, status: int | None = None) -> None:
         self.problem = problem

@@ -37,6 +37,8 @@ from typing import Any
 import orjson
 import rfc8785
 
+from audit.errors import AuditError
+
 __all__ = [
     "CanonicalizationError",
     "canonicalize",
@@ -50,9 +52,11 @@ _SCALARS = frozenset((str, bool, type(None)))
 _PLAIN_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_STRICT_INTEGER
 
 
-class CanonicalizationError(ValueError):
+class CanonicalizationError(AuditError, ValueError):
     """A value has no JCS form: NaN or infinite floats, integers beyond 2**53 - 1,
     non-string keys, lone surrogates, or types JSON does not have."""
+
+    code = "canonicalization"
 
 
 def _encode(value: Any) -> bytes:

@@ -1,11 +1,38 @@
 """The one error hierarchy of the verifier.
 
 A broken promise in a report is never an exception: it is a finding
-(`verifier.findings`). Exceptions are for what stops us from judging at all:
-a report we cannot read as the contract (`InvalidReport`, exit 2), a usage or
-configuration mistake (`ConfigError`, exit 2), a conflict in the store
-(`SessionConflict`, exit 2), and infrastructure we could not use
-(`InfrastructureError`, which makes a verdict inconclusive, exit 3).
+(`verifier.findings`). Exceptions are for what stops us from judging at all. Each
+class carries its stable `code` (what the API answers in ``error.code`` and the
+command line shows), its HTTP status and its exit code, so every face presents an
+error with one lookup::
+
+    VerifierError                 error             500  exit 2
+    ├── InvalidReport             invalid_report    400       the bytes are not a report v1
+    ├── ConfigError               config            503       our configuration, or a usage mistake
+    │   └── PatternsError         tampering_patterns          (checks.tests.tampering)
+    ├── BadRequest                bad_request       400       a parameter or option
+    ├── Forbidden                 forbidden         403       a token bound to another agent
+    ├── NotFound                  not_found         404
+    │   ├── ReportPruned          pruned            410       the report's bytes were pruned
+    │   └── NoStore               no_store                    no database yet (store.db)
+    ├── SessionConflict           conflict          409       same id, other bytes
+    ├── WitnessConflict           witness_conflict  409       entries that do not extend the chain
+    ├── InfrastructureError       infrastructure    503  exit 3  the verdict is inconclusive
+    │   ├── MirrorError           mirror                      (_internal.mirror)
+    │   ├── SnapshotError         snapshot                    (_internal.snapshot)
+    │   ├── SandboxUnavailable    sandbox_unavailable         (_internal.sandbox.runner)
+    │   ├── RunnerNotFound        runner_not_found            (_internal.sandbox.runner)
+    │   ├── TestInfraError        test_infra                  (checks.tests.testinfra)
+    │   └── CopyMismatch          copy_mismatch               (store.maintenance)
+    ├── LostJob                   lost_job          409  exit 3  a stalled worker's result
+    └── Cancelled                 cancelled         503  exit 3  stopped on purpose
+        └── Released              released                    by a stop request (service.worker)
+    Interrupted (a BaseException)                        exit 128 + signal
+
+A ConfigError is a 503 in the service (the operator's configuration is wrong, not
+the client's request) and exit 2 on the command line (the user fixes it). The
+errors of `audit` (which never imports this package) have their own root,
+`audit.errors.AuditError`, and carry codes the same way.
 """
 
 from __future__ import annotations
@@ -16,6 +43,8 @@ from datetime import UTC, datetime
 class VerifierError(Exception):
     """Root of every error the verifier raises on purpose."""
 
+    code = "error"
+    http_status = 500
     exit_code = 2
 
 
@@ -26,6 +55,9 @@ class InvalidReport(VerifierError):
     ``trajectory.contents.3.parts.0``) or ``"$"`` for the whole document.
     """
 
+    code = "invalid_report"
+    http_status = 400
+
     def __init__(self, field: str, problem: str) -> None:
         self.field = field
         self.problem = problem
@@ -35,9 +67,15 @@ class InvalidReport(VerifierError):
 class ConfigError(VerifierError):
     """The verifier's own configuration or command line is wrong."""
 
+    code = "config"
+    http_status = 503
+
 
 class SessionConflict(VerifierError):
     """A session id arrived again with different bytes; the first report stands."""
+
+    code = "conflict"
+    http_status = 409
 
     def __init__(self, session_id: str, stored_sha256: str, new_sha256: str) -> None:
         self.session_id = session_id
@@ -52,9 +90,15 @@ class SessionConflict(VerifierError):
 class NotFound(VerifierError):
     """A session or run the caller named does not exist."""
 
+    code = "not_found"
+    http_status = 404
+
 
 class BadRequest(VerifierError):
     """A query parameter or option the caller gave cannot be used (a filter, a cursor)."""
+
+    code = "bad_request"
+    http_status = 400
 
     def __init__(self, field: str, problem: str) -> None:
         self.field = field
@@ -65,6 +109,9 @@ class BadRequest(VerifierError):
 class Forbidden(VerifierError):
     """The caller may not do this with what it holds (a token bound to another agent)."""
 
+    code = "forbidden"
+    http_status = 403
+
     def __init__(self, field: str, problem: str) -> None:
         self.field = field
         self.problem = problem
@@ -73,6 +120,9 @@ class Forbidden(VerifierError):
 
 class WitnessConflict(VerifierError):
     """Trail entries that do not extend the chain the witness holds: `index` is the first bad."""
+
+    code = "witness_conflict"
+    http_status = 409
 
     def __init__(self, index: int, problem: str) -> None:
         self.index = index
@@ -84,15 +134,22 @@ class LostJob(VerifierError):
     """A worker finished a verification for a job it no longer holds (it stalled, and the
     job went to another worker): its result is discarded, the other worker's stands."""
 
+    code = "lost_job"
+    http_status = 409
     exit_code = 3
 
 
 class ReportPruned(NotFound):
     """A session's report bytes were dropped by `verifier prune`; its verdicts remain."""
 
+    code = "pruned"
+    http_status = 410
+
     def __init__(self, session_id: str, pruned_at: datetime | None) -> None:
         self.session_id = session_id
         self.pruned_at = pruned_at
+        # (`verifier.moments.utc_text` formats times everywhere else; it raises errors of
+        # this module, so this one line cannot call it.)
         when = (
             "at an unknown time"
             if pruned_at is None
@@ -108,12 +165,16 @@ class ReportPruned(NotFound):
 class InfrastructureError(VerifierError):
     """Something we depend on could not be used; the verdict is inconclusive."""
 
+    code = "infrastructure"
+    http_status = 503
     exit_code = 3
 
 
 class Cancelled(VerifierError):
     """Work stopped on purpose (the report turned out invalid, a signal came): no verdict."""
 
+    code = "cancelled"
+    http_status = 503
     exit_code = 3
 
 

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from audit.findings import Finding
+from verifier.moments import utc_text
 
 __all__ = [
     "MAX_FINDINGS_PER_CODE",
@@ -143,7 +144,7 @@ class Verification:
             "done": self.done,
             "delivery_status": self.delivery_status.value,
             "checks": {name: result.to_dict() for name, result in self.checks.items()},
-            "verified_at": self.finished_at.isoformat().replace("+00:00", "Z"),
+            "verified_at": utc_text(self.finished_at),
             "verifier_version": self.verifier_version,
             "duration_s": round((self.finished_at - self.started_at).total_seconds(), 6),
             "notes": list(self.notes),

@@ -24,7 +24,7 @@ from tests.support.gitrepo import GitRepo
 from tests.support.report_factory import make_report_bytes
 from tests.support.sessions import config_toml, fixed_session, to_bytes
 from verifier.contract.report import parse_report
-from verifier.errors import ConfigError, NotFound, ReportPruned
+from verifier.errors import BadRequest, NotFound, ReportPruned
 from verifier.findings import CheckResult, CheckStatus, DeliveryStatus, Finding, Verification
 from verifier.store import Store
 from verifier.store.maintenance import (
@@ -220,7 +220,7 @@ def test_only_the_test_output_is_stripped_from_a_result() -> None:
     ],
 )
 def test_a_bad_cutoff_names_the_option_and_the_problem(value: str, problem: str) -> None:
-    with pytest.raises(ConfigError, match=rf"^--before: '{value}' {problem}"):
+    with pytest.raises(BadRequest, match=rf"^--before: '{value}' {problem}"):
         parse_cutoff(value, NOW)
 
 

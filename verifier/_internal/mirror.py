@@ -73,6 +73,8 @@ _FETCH = ("fetch", "--quiet", "--no-tags", "--no-auto-gc", "--no-write-fetch-hea
 class MirrorError(InfrastructureError):
     """The mirror could not be made to hold the commits a session needs."""
 
+    code = "mirror"
+
 
 class Mirror:
     """The bare mirror of one url in one cache folder."""

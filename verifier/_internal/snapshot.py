@@ -64,6 +64,8 @@ _Filler = Callable[[Callable[[bytes], object]], int]
 class SnapshotError(InfrastructureError):
     """The head state could not be copied (unknown commit, git failure, unreadable file)."""
 
+    code = "snapshot"
+
 
 @dataclass(frozen=True)
 class SkippedPath:

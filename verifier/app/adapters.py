@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, time
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -269,22 +269,6 @@ def load_profiles(profiles_dir: Path) -> dict[str, Profile]:
     return {f.stem: load_profile(profiles_dir, f.stem) for f in files}
 
 
-def parse_since(value: str) -> datetime:
-    """``--since``: a date (midnight UTC) or an ISO datetime with its offset."""
-    try:
-        if len(value) == 10:
-            return datetime.combine(date.fromisoformat(value), time(0), tzinfo=UTC)
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise ConfigError(
-            f"--since: {value!r} is not a date: give YYYY-MM-DD (midnight UTC) "
-            "or an ISO datetime with its offset"
-        ) from None
-    if moment.utcoffset() is None:
-        raise ConfigError(f"--since: {value!r} has no UTC offset: add Z or +HH:MM")
-    return moment.astimezone(UTC)
-
-
 def stored_calls(
     store: Store | None,
     scan: Scan,
@@ -373,7 +357,6 @@ __all__ = [
     "compare",
     "inventory",
     "load_profiles",
-    "parse_since",
     "permission",
     "shadow",
     "shape",

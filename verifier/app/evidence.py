@@ -19,7 +19,7 @@ import os
 import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +49,7 @@ from audit.dsse import IN_TOTO_PAYLOAD_TYPE, envelope, fingerprint, pae
 from audit.jcs import CanonicalizationError, canonicalize
 from verifier import __version__
 from verifier.errors import ConfigError, InvalidReport, NotFound, ReportPruned
+from verifier.moments import utc_text
 
 if TYPE_CHECKING:
     from verifier.config import Config
@@ -148,30 +149,16 @@ class Selection:
             raise ConfigError("--session: give --session ID, or --since and/or --until")
         if self.since is not None and self.until is not None and self.until <= self.since:
             raise ConfigError(
-                f"--until: {_iso(self.until)} is not after --since {_iso(self.since)}"
+                f"--until: {utc_text(self.until)} is not after --since {utc_text(self.since)}"
             )
 
     def to_dict(self) -> dict[str, Any]:
         if self.session_ids:
             return {"session_ids": sorted(set(self.session_ids))}
         return {
-            "since": None if self.since is None else _iso(self.since),
-            "until": None if self.until is None else _iso(self.until),
+            "since": utc_text(self.since),
+            "until": utc_text(self.until),
         }
-
-
-def parse_moment(value: str, option: str) -> datetime:
-    """An ISO 8601 date and time with its UTC offset (``Z`` or ``+HH:MM``), for `option`."""
-    try:
-        moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        raise ConfigError(
-            f"{option}: {value!r} is not an ISO 8601 date and time "
-            "(expected e.g. 2026-11-29T10:00:00+00:00)"
-        ) from None
-    if moment.tzinfo is None or moment.utcoffset() is None:
-        raise ConfigError(f"{option}: {value!r} has no UTC offset (add Z or +HH:MM)")
-    return moment.astimezone(UTC)
 
 
 def selected(store: Store, selection: Selection) -> list[str]:
@@ -305,7 +292,9 @@ def session_files(
         "effective": listed.effective_status,
     }
     record = _session_dict(listed, changes, verdict)
-    record["overrides"] = [{**o.to_dict(), "at": _iso(o.at)} for o in overrides(store, session_id)]
+    record["overrides"] = [
+        {**o.to_dict(), "at": utc_text(o.at)} for o in overrides(store, session_id)
+    ]
     files = {
         "session.json": _json_bytes(record),
         "runs.json": _json_bytes(runs),
@@ -348,7 +337,7 @@ def delivery_statement(
             "report": {
                 "sha256": session.report_sha256,
                 "included": included,
-                "pruned_at": None if session.pruned_at is None else _iso(session.pruned_at),
+                "pruned_at": utc_text(session.pruned_at),
             },
             "verdict": dict(verdict),
             "run": None
@@ -441,11 +430,11 @@ def _session_dict(
         "agent": _agent(listed),
         "agent_status": {"raw": s.raw_status, "status": s.status, "done": s.done},
         "repo": _repo(listed),
-        "started_at": _iso(s.started_at),
-        "ended_at": _iso(s.ended_at),
-        "ingested_at": _iso(s.ingested_at),
+        "started_at": utc_text(s.started_at),
+        "ended_at": utc_text(s.ended_at),
+        "ingested_at": utc_text(s.ingested_at),
         "report_sha256": s.report_sha256,
-        "pruned_at": None if s.pruned_at is None else _iso(s.pruned_at),
+        "pruned_at": utc_text(s.pruned_at),
         "claimed_changes": list(changes),
         "verdict": dict(verdict),
     }
@@ -478,8 +467,8 @@ def _run_dict(run: RunRow) -> dict[str, Any]:
         "verifier_version": run.verifier_version,
         "delivery_status": run.delivery_status.value,
         "checks": {name: status.value for name, status in run.checks.items()},
-        "started_at": _iso(run.started_at),
-        "finished_at": _iso(run.finished_at),
+        "started_at": utc_text(run.started_at),
+        "finished_at": utc_text(run.finished_at),
         "duration_s": run.duration_s,
         "reason": run.reason,
         "worker": run.worker,
@@ -492,12 +481,6 @@ def _dir_name(session_id: str) -> str:
     """A session's folder: its id (letters, digits, ``._:-``), unless a path would
     read it as another folder (``.`` and ``..``)."""
     return session_id if session_id not in (".", "..") else f"_{_sha256(session_id.encode())[:16]}"
-
-
-def _iso(moment: datetime) -> str:
-    if moment.tzinfo is None:  # the store keeps UTC
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _sha256(data: bytes) -> str:

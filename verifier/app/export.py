@@ -14,10 +14,10 @@ import csv
 import io
 import json
 from collections.abc import Iterable, Iterator
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from verifier.errors import BadRequest
+from verifier.moments import utc_text
 
 if TYPE_CHECKING:
     from verifier.store import SessionFilter, Store
@@ -50,10 +50,6 @@ COLUMNS = (
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
-def _iso(moment: datetime | None) -> str | None:
-    return None if moment is None else moment.isoformat().replace("+00:00", "Z")
-
-
 def row(line: SessionLine) -> dict[str, Any]:
     """One session's export row, keyed by `COLUMNS`."""
     s = line.session
@@ -68,13 +64,13 @@ def row(line: SessionLine) -> dict[str, Any]:
         "branch": s.branch,
         "agent_status": s.status,
         "done": s.done,
-        "started_at": _iso(s.started_at),
-        "ended_at": _iso(s.ended_at),
+        "started_at": utc_text(s.started_at),
+        "ended_at": utc_text(s.ended_at),
         "delivery_status": line.delivery_status,
         "override_status": s.override_status,
         "effective_status": line.effective_status,
         "verdict_run_id": line.verdict_run_id,
-        "verified_at": _iso(line.verified_at),
+        "verified_at": utc_text(line.verified_at),
         "first_finding_code": line.first_finding_code,
         "report_sha256": s.report_sha256,
     }

@@ -8,10 +8,14 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import click
+
+from verifier.errors import BadRequest
+from verifier.moments import parse_moment
 
 _Option = Callable[[Callable[..., Any]], Callable[..., Any]]
 format_option: _Option = click.option(
@@ -29,6 +33,16 @@ config_option: _Option = click.option(
     help="Configuration file (default: $VERIFIER_CONFIG, ~/.config/verifier/verifier.toml, "
     "/etc/verifier/verifier.toml).",
 )
+
+
+def moment(ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:
+    """The callback of an option that takes a moment (`verifier.moments.parse_moment`)."""
+    if value is None:
+        return None
+    try:
+        return parse_moment(value, param.opts[0])
+    except BadRequest as exc:
+        raise click.BadParameter(exc.problem) from None
 
 
 def _emit(text: str) -> None:

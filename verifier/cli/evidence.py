@@ -50,9 +50,9 @@ def evidence_export_cmd(
         export,
         key_fingerprint,
         load_key,
-        parse_moment,
         write_bundle,
     )
+    from verifier.moments import parse_moment
     from verifier.store import NoStore, Store
 
     selection = Selection(

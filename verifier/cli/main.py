@@ -30,10 +30,12 @@ from verifier.cli.common import (
     _stdout_gone,
     config_option,
     format_option,
+    moment,
 )
 from verifier.config import Config, parse_command
 from verifier.errors import ConfigError, Interrupted, InvalidReport, NotFound, VerifierError
 from verifier.formats import render
+from verifier.moments import parse_moment, utc_text
 from verifier.service.auth import SCOPES
 
 if TYPE_CHECKING:
@@ -410,23 +412,12 @@ def token_group() -> None:
 
 
 def _expiry(ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:
-    """--expires: a date (the token expires as that day begins, UTC) or a time with an offset."""
+    """--expires: a moment (a date: the token expires as that day begins, UTC), not past."""
     from datetime import UTC
-    from datetime import datetime as moment
+    from datetime import datetime as now
 
-    if value is None:
-        return None
-    try:
-        when = moment.fromisoformat(value)
-    except ValueError:
-        raise click.BadParameter(
-            f"{value!r} is not a date (2027-01-31) or a time with an offset (2027-01-31T12:00:00Z)"
-        ) from None
-    if len(value) == 10:  # a date alone
-        when = when.replace(tzinfo=UTC)
-    elif when.tzinfo is None:
-        raise click.BadParameter(f"{value!r} has no UTC offset: add Z or +01:00")
-    if when <= moment.now(UTC):
+    when = moment(ctx, param, value)
+    if when is not None and when <= now.now(UTC):
         raise click.BadParameter(f"{value!r} is in the past")
     return when
 
@@ -435,18 +426,15 @@ def _token_dict(token: TokenRow) -> dict[str, Any]:
     from datetime import UTC
     from datetime import datetime as moment
 
-    def iso(value: datetime | None) -> str | None:
-        return None if value is None else value.isoformat().replace("+00:00", "Z")
-
     return {
         "id": token.id,
         "name": token.name,
         "scope": token.scope,
         "state": token.state(moment.now(UTC)),
-        "created_at": iso(token.created_at),
+        "created_at": utc_text(token.created_at),
         "created_by": token.created_by,
-        "expires_at": iso(token.expires_at),
-        "revoked_at": iso(token.revoked_at),
+        "expires_at": utc_text(token.expires_at),
+        "revoked_at": utc_text(token.revoked_at),
         "agent": token.agent,
     }
 
@@ -634,7 +622,7 @@ def adapters_shadow_cmd(
 
     if session_ids and since is not None:
         raise click.UsageError("give --session or --since, not both")
-    cutoff = adapters.parse_since(since) if since is not None else None
+    cutoff = parse_moment(since, "--since") if since is not None else None
     config = Config.load(config_path)
     try:
         with Store.open(config.database_url, read_only=True) as store:

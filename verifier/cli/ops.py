@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 import sys
-from datetime import UTC, date, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 import click
 
-from verifier.cli.common import _actor, _emit, config_option, format_option
+from verifier.cli.common import _actor, _emit, config_option, format_option, moment
 from verifier.config import Config
 from verifier.formats import render
 
@@ -84,24 +84,6 @@ def export_group() -> None:
     """Stored data for other tools."""
 
 
-def _moment(ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:
-    """--from/--to: a date (its start, UTC) or an ISO time with an offset."""
-    if value is None:
-        return None
-    try:
-        if len(value) == 10:
-            day = date.fromisoformat(value)
-            return datetime(day.year, day.month, day.day, tzinfo=UTC)
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        raise click.BadParameter(
-            f"expected a date (2026-11-30) or an ISO time with an offset, got {value!r}"
-        ) from None
-    if moment.tzinfo is None or moment.utcoffset() is None:
-        raise click.BadParameter(f"{value!r} has no UTC offset (add Z or +01:00)")
-    return moment.astimezone(UTC)
-
-
 @export_group.command("sessions", short_help="Every matching session as CSV or JSON lines.")
 @click.option(
     "--format",
@@ -129,9 +111,9 @@ def _moment(ctx: click.Context, param: click.Parameter, value: str | None) -> da
 )
 @click.option("--branch", help="Sessions on this branch.")
 @click.option(
-    "--from", "ended_from", callback=_moment, help="Ended at or after: a date or an ISO time."
+    "--from", "ended_from", callback=moment, help="Ended at or after: a date or an ISO time."
 )
-@click.option("--to", "ended_to", callback=_moment, help="Ended before: a date or an ISO time.")
+@click.option("--to", "ended_to", callback=moment, help="Ended before: a date or an ISO time.")
 @click.option(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),

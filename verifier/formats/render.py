@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from verifier.findings import CheckResult, CheckStatus, DeliveryStatus, Finding, Verification
+from verifier.moments import utc_text
 
 if TYPE_CHECKING:  # the store loads SQLAlchemy, rich costs an import: neither is needed for JSON
     from rich.console import Console
@@ -170,10 +171,6 @@ def summary(result: CheckResult) -> str:
 # -- stored sessions ------------------------------------------------------------------
 
 
-def _iso(moment: datetime) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
-
-
 def _pct(rate: float | None) -> str:
     return "n/a" if rate is None else f"{rate:.0%}"
 
@@ -203,7 +200,7 @@ def run_dict(run: RunRow) -> dict[str, Any]:
         "verifier_version": run.verifier_version,
         "delivery_status": run.delivery_status.value,
         "checks": {name: status.value for name, status in run.checks.items()},
-        "verified_at": _iso(run.finished_at),
+        "verified_at": utc_text(run.finished_at),
         "result": run.result,
     }
 
@@ -218,7 +215,7 @@ def session_dict(
     `override_status` a person's standing override, `effective_status` the
     override or else the computed verdict, `overrides` every override, oldest first.
     """
-    data = {k: _iso(v) if isinstance(v, datetime) else v for k, v in asdict(session).items()}
+    data = {k: utc_text(v) if isinstance(v, datetime) else v for k, v in asdict(session).items()}
     conclusive = [r for r in runs if r.delivery_status is not DeliveryStatus.INCONCLUSIVE]
     verdict = conclusive[-1] if conclusive else (runs[-1] if runs else None)
     data["delivery_status"] = verdict.delivery_status.value if verdict else "pending"
@@ -246,7 +243,7 @@ def session_text(
     )
     console.print(
         f"  agent status: {esc(session.raw_status)} ({done}); "
-        f"{_iso(session.started_at)} to {_iso(session.ended_at)}; report sha256 "
+        f"{utc_text(session.started_at)} to {utc_text(session.ended_at)}; report sha256 "
         f"{session.report_sha256}"
     )
     if not runs:
@@ -259,7 +256,7 @@ def session_text(
         statuses = [run.checks[n].value if n in run.checks else "-" for n in names]
         table.add_row(
             str(run.id),
-            _iso(run.finished_at),
+            utc_text(run.finished_at),
             verdict_text(run.delivery_status.value),
             *statuses,
             str(len(run.findings)),
@@ -285,7 +282,7 @@ def _overrides_text(
         )
     for o in overrides:
         console.print(
-            f"  - {_iso(o.at)} {_escape(o.author)}: {o.status.replace('_', ' ')}: "
+            f"  - {utc_text(o.at)} {_escape(o.author)}: {o.status.replace('_', ' ')}: "
             f"{_escape(o.reason)}"
         )
 
@@ -304,13 +301,13 @@ def listing_dict(rows: Sequence[Listed], rates: Counts, overridden: int = 0) -> 
                 "override_status": row.session.override_status,
                 "effective_status": row.effective_status,
                 "first_finding": first(row.verdict_run or row.latest_run),
-                "verified_at": _iso(row.verdict_run.finished_at) if row.verdict_run else None,
+                "verified_at": utc_text(row.verdict_run.finished_at) if row.verdict_run else None,
                 "latest_run": None
                 if row.latest_run is None
                 else {
                     "id": row.latest_run.id,
                     "delivery_status": row.latest_run.delivery_status.value,
-                    "verified_at": _iso(row.latest_run.finished_at),
+                    "verified_at": utc_text(row.latest_run.finished_at),
                 },
             }
             for row in rows

@@ -51,6 +51,7 @@ from verifier.errors import (
     VerifierError,
     WitnessConflict,
 )
+from verifier.moments import utc_text
 from verifier.service import auth
 from verifier.service.dashboard import router as dashboard
 from verifier.service.metrics import CONTENT_TYPE, Metrics
@@ -867,7 +868,7 @@ def _witness(service: _Service, session_id: str, body: bytes, agent: str | None)
     # Without its key the service cannot sign a receipt: 503 before anything is kept.
     key = load_key(service.config.evidence.signing_key)
     count, head, at = witnessed.witness(service.store, session_id, entries, agent=agent)
-    time = at.isoformat(timespec="microseconds").replace("+00:00", "Z")
+    time = utc_text(at, timespec="microseconds")
     return sign_receipt(Receipt(session_id, count, head, time), key, fingerprint(public_raw(key)))
 
 

@@ -93,6 +93,8 @@ _HELD_CTE = (
 class Released(Cancelled):
     """A verification stopped by a stop request: nothing recorded, its job queued again."""
 
+    code = "released"
+
 
 def worker_label() -> str:
     """Who ran a run: host and process (and, on PostgreSQL, the worker's id)."""

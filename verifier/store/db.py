@@ -93,6 +93,8 @@ _ALEMBIC_COMMAND = threading.Lock()
 class NoStore(NotFound):
     """A reader found no database where the configuration points: nothing stored yet."""
 
+    code = "no_store"
+
 
 @dataclass(frozen=True)
 class SessionRow:

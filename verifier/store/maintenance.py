@@ -26,7 +26,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime
-from datetime import time as clock
 from typing import Any
 
 from sqlalchemy import (
@@ -50,7 +49,8 @@ from sqlalchemy.exc import ArgumentError, InterfaceError, OperationalError
 from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.types import Integer, String, Text
 
-from verifier.errors import ConfigError, InfrastructureError
+from verifier.errors import BadRequest, ConfigError, InfrastructureError
+from verifier.moments import parse_moment, utc_text
 from verifier.store.db import Store, make_engine, upgrade
 from verifier.store.models import Base
 
@@ -71,6 +71,8 @@ RUNS = Base.metadata.tables["verification_runs"]
 
 class CopyMismatch(InfrastructureError):
     """The copy read back from the target is not what was read from the source."""
+
+    code = "copy_mismatch"
 
     def __init__(self, problems: Sequence[str]) -> None:
         self.problems = tuple(problems)
@@ -111,31 +113,20 @@ class PruneResult:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data["before"] = _utc_text(self.before)
-        data["pruned_at"] = _utc_text(self.pruned_at)
+        data["before"] = utc_text(self.before)
+        data["pruned_at"] = utc_text(self.pruned_at)
         data["bytes_freed"] = self.bytes_freed
         return data
 
 
 def parse_cutoff(value: str, now: datetime, field: str = "--before") -> datetime:
-    """A date (midnight UTC) or an ISO datetime with an offset, not after `now`."""
-    try:
-        if len(value) == 10:
-            cutoff = datetime.combine(date.fromisoformat(value), clock(0), tzinfo=UTC)
-        else:
-            cutoff = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise ConfigError(
-            f"{field}: {value!r} is not a date: give YYYY-MM-DD (midnight UTC) "
-            "or an ISO datetime with its offset"
-        ) from None
-    if cutoff.tzinfo is None or cutoff.utcoffset() is None:
-        raise ConfigError(f"{field}: {value!r} has no UTC offset: add Z or +HH:MM, or give a date")
+    """A moment (`verifier.moments.parse_moment`) not after `now`."""
+    cutoff = parse_moment(value, field)
     if cutoff > now:
-        raise ConfigError(
-            f"{field}: {value!r} is in the future: only sessions that have ended can be pruned"
+        raise BadRequest(
+            field, f"{value!r} is in the future: only sessions that have ended can be pruned"
         )
-    return cutoff.astimezone(UTC)
+    return cutoff
 
 
 def _prunable(before: datetime) -> ColumnElement[bool]:
@@ -203,8 +194,8 @@ def prune(
 
     def log(complete: bool) -> int:
         detail = {
-            "before": _utc_text(before),
-            "pruned_at": _utc_text(pruned_at),
+            "before": utc_text(before),
+            "pruned_at": utc_text(pruned_at),
             **totals,
             "kept_unverified": kept,
             "complete": complete,
@@ -646,7 +637,3 @@ def _reachable(*engines: Engine) -> Iterator[None]:
 
 def _masked(engine: Engine) -> str:
     return engine.url.render_as_string(hide_password=True)
-
-
-def _utc_text(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")

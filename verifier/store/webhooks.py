@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select, update
 
 from verifier.errors import BadRequest
+from verifier.moments import utc_text
 from verifier.store.models import WebhookDeliveryModel
 
 if TYPE_CHECKING:
@@ -52,12 +53,10 @@ class DeliveryRow:
     last_error: str | None
 
     def to_dict(self) -> dict[str, Any]:
-        def iso(moment: datetime | None) -> str | None:
-            return None if moment is None else moment.isoformat().replace("+00:00", "Z")
 
         return {
             "id": self.id,
-            "created_at": iso(self.created_at),
+            "created_at": utc_text(self.created_at),
             "webhook": self.webhook,
             "url": self.url,
             "event": self.event,
@@ -65,8 +64,8 @@ class DeliveryRow:
             "run_id": self.run_id,
             "state": self.state,
             "attempts": self.attempts,
-            "next_attempt_at": iso(self.next_attempt_at),
-            "last_attempt_at": iso(self.last_attempt_at),
+            "next_attempt_at": utc_text(self.next_attempt_at),
+            "last_attempt_at": utc_text(self.last_attempt_at),
             "last_status": self.last_status,
             "last_error": self.last_error,
         }

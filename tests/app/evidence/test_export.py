@@ -20,9 +20,10 @@ from audit.bundle import pack, verify_bundle
 from audit.dsse import IN_TOTO_PAYLOAD_TYPE
 from tests.support.evidence import DAY1, SESSIONS, Exported, build, export, flip_bit, unpack
 from tests.support.paths import ROOT
-from verifier.app.evidence import Selection, key_fingerprint, load_key, parse_moment
+from verifier.app.evidence import Selection, key_fingerprint, load_key
 from verifier.cli import main as cli
-from verifier.errors import ConfigError
+from verifier.errors import BadRequest, ConfigError
+from verifier.moments import parse_moment
 
 
 @pytest.fixture(autouse=True)
@@ -258,13 +259,13 @@ def test_a_session_never_verified_is_exported_as_pending(
 @pytest.mark.parametrize(
     ("value", "problem"),
     [
-        ("yesterday", "is not an ISO 8601 date and time"),
+        ("yesterday", "is not a date or an ISO 8601 date and time"),
         ("2026-11-29T10:00:00", "has no UTC offset"),
-        ("2026-13-01T00:00:00Z", "is not an ISO 8601 date and time"),
+        ("2026-13-01T00:00:00Z", "is not a date or an ISO 8601 date and time"),
     ],
 )
 def test_a_bad_time_is_refused_naming_the_option(value: str, problem: str) -> None:
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(BadRequest) as info:
         parse_moment(value, "--until")
     assert str(info.value).startswith("--until: ") and problem in str(info.value)
 
@@ -323,7 +324,7 @@ def test_export_with_a_bad_since_names_the_option(
          "--config", str(config_file)]
     )  # fmt: skip
     assert code == 2
-    assert "--since: 'last week' is not an ISO 8601" in capsys.readouterr().err
+    assert "--since: 'last week' is not a date or an ISO 8601" in capsys.readouterr().err
     assert not (tmp_path / "x.tgz").exists()
 
 

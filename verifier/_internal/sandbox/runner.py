@@ -68,9 +68,13 @@ _CONTROL = re.compile(
 class SandboxUnavailable(InfrastructureError):
     """The sandbox was required and could not be set up on this machine."""
 
+    code = "sandbox_unavailable"
+
 
 class RunnerNotFound(InfrastructureError):
     """The program to run does not exist (or cannot be executed) on this machine."""
+
+    code = "runner_not_found"
 
     def __init__(self, binary: str, search_path: str, detail: str = "") -> None:
         self.binary = binary

@@ -74,6 +74,8 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 class PatternsError(ConfigError):
     """The tampering patterns file is wrong; the message names the pattern and field."""
 
+    code = "tampering_patterns"
+
 
 @dataclass(frozen=True)
 class Pattern:

@@ -57,6 +57,8 @@ _MAX_NOTES = 20
 class TestInfraError(InfrastructureError):
     """The base versions of the test infrastructure could not be read."""
 
+    code = "test_infra"
+
     __test__ = False  # not a pytest test class, whatever its name
 
 
