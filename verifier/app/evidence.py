@@ -135,7 +135,7 @@ def load_key(path: Path) -> Ed25519PrivateKey:
 
 
 @dataclass(frozen=True)
-class Selection:
+class BundleSelection:
     """Which sessions a bundle holds: these ids, or those that ended in [since, until)."""
 
     session_ids: tuple[str, ...] = ()
@@ -161,7 +161,7 @@ class Selection:
         }
 
 
-def selected(store: Store, selection: Selection) -> list[str]:
+def selected(store: Store, selection: BundleSelection) -> list[str]:
     """The ids of the selected sessions, sorted; `NotFound` for an unknown id or none at all."""
     from verifier.store import SessionFilter
     from verifier.store.db import MAX_PAGE
@@ -204,7 +204,7 @@ class Export:
 def export(
     store: Store,
     config: Config,
-    selection: Selection,
+    selection: BundleSelection,
     key: Ed25519PrivateKey,
     *,
     compress: bool = True,
@@ -231,7 +231,7 @@ def bundle_files(
     config: Config,
     session_ids: Sequence[str],
     key: Ed25519PrivateKey,
-    selection: Selection,
+    selection: BundleSelection,
 ) -> dict[str, bytes]:
     """Every file of the bundle by its name, the manifest and its signature included."""
     fp = key_fingerprint(key)

@@ -65,7 +65,7 @@ class Verdict(enum.StrEnum):
 
 
 @dataclass(frozen=True)
-class Selection:
+class GateSelection:
     """The sessions the gate is asked about; sessions matching any part are selected."""
 
     session_ids: tuple[str, ...] = ()
@@ -97,7 +97,7 @@ class Selection:
 
 
 @dataclass(frozen=True)
-class Override:
+class StandingOverride:
     """A person's verdict standing over the computed one; author and reason when known."""
 
     status: str
@@ -112,7 +112,7 @@ class GateSession:
     session_id: str
     # delivered, not_delivered, inconclusive, pending, or `MISSING` (not stored).
     computed_status: str
-    override: Override | None = None
+    override: StandingOverride | None = None
     repo_name: str | None = None
     head_commit: str | None = None
     branch: str | None = None
@@ -154,7 +154,7 @@ class Decision:
     """The gate's answer: every selected session judged, and the exit code."""
 
     sessions: tuple[SessionDecision, ...]
-    selection: Selection
+    selection: GateSelection
     exit_code: int
     reason: str
     inconclusive: str = "fail"
@@ -181,7 +181,7 @@ class Decision:
 
 def decide(
     sessions: Sequence[GateSession],
-    selection: Selection,
+    selection: GateSelection,
     *,
     inconclusive: str = "fail",
     allow_empty: bool = False,
@@ -260,7 +260,7 @@ def resolve_selection(
     branches: Sequence[str] = (),
     rev_range: str | None = None,
     repo: Path | None = None,
-) -> Selection:
+) -> GateSelection:
     """The selection, with --commit refs and the --rev-range resolved in `repo`.
 
     A full object id needs no repository; an abbreviated SHA, a ref or a range is
@@ -274,7 +274,7 @@ def resolve_selection(
     in_range: tuple[str, ...] = ()
     if rev_range is not None:
         in_range = _commits_in_range(rev_range, repo)
-    return Selection(
+    return GateSelection(
         session_ids=tuple(dict.fromkeys(session_ids)),
         commits=resolved,
         branches=tuple(dict.fromkeys(branches)),
@@ -351,11 +351,11 @@ class StoreSource:
         self.description = description
 
     @staticmethod
-    def nothing(selection: Selection) -> list[GateSession]:
+    def nothing(selection: GateSelection) -> list[GateSession]:
         """What a store that does not exist yet holds: each named session, missing."""
         return _complete({}, selection)
 
-    def read(self, selection: Selection) -> list[GateSession]:
+    def read(self, selection: GateSelection) -> list[GateSession]:
         """The selected sessions: their rows read a page at a time (`Store.session_lines`),
         then the findings of the runs that have any, in one more query per 500 runs."""
         lines: dict[str, SessionLine] = {}
@@ -383,7 +383,7 @@ class StoreSource:
         if s.override_status is not None:
             standing = overrides(self.store, s.session_id)
             last = standing[-1] if standing else None
-            override = Override(
+            override = StandingOverride(
                 s.override_status,
                 None if last is None else last.author,
                 None if last is None else last.reason,
@@ -403,7 +403,7 @@ class StoreSource:
         )
 
 
-def _filters(selection: Selection) -> Iterator[SessionFilter]:
+def _filters(selection: GateSelection) -> Iterator[SessionFilter]:
     from verifier.store import SessionFilter
 
     ids = selection.session_ids
@@ -416,7 +416,7 @@ def _filters(selection: Selection) -> Iterator[SessionFilter]:
         yield SessionFilter(branch=branch)
 
 
-def _complete(found: dict[str, GateSession], selection: Selection) -> list[GateSession]:
+def _complete(found: dict[str, GateSession], selection: GateSelection) -> list[GateSession]:
     """The sessions found, oldest ended first, and each named session not found as missing."""
     for session_id in selection.session_ids:
         found.setdefault(session_id, GateSession.missing(session_id))
@@ -452,7 +452,7 @@ class ServerSource:
     def close(self) -> None:
         self._client.close()
 
-    def read(self, selection: Selection) -> list[GateSession]:
+    def read(self, selection: GateSelection) -> list[GateSession]:
         found: dict[str, GateSession] = {}
         details: set[str] = set()
         for session_id in selection.session_ids:
@@ -561,7 +561,7 @@ def session_from_api(body: dict[str, Any], *, with_findings: bool) -> GateSessio
             history = body.get("overrides") or []
             last = history[-1] if history and isinstance(history[-1], dict) else {}
             said = last.get("status") == override_status
-            override = Override(
+            override = StandingOverride(
                 str(override_status),
                 last.get("author") if said else None,
                 last.get("reason") if said else None,

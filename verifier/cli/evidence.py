@@ -46,7 +46,7 @@ def evidence_export_cmd(
     manifest: the same sessions give the same bytes. TIME has its UTC offset
     (2026-11-29T10:00:00+00:00 or ...Z)."""
     from verifier.app.evidence import (
-        Selection,
+        BundleSelection,
         export,
         key_fingerprint,
         load_key,
@@ -55,7 +55,7 @@ def evidence_export_cmd(
     from verifier.moments import parse_moment
     from verifier.store import NoStore, Store
 
-    selection = Selection(
+    selection = BundleSelection(
         session_ids,
         None if since is None else parse_moment(since, "--since"),
         None if until is None else parse_moment(until, "--until"),

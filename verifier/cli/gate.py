@@ -16,7 +16,7 @@ import click
 from verifier.errors import ConfigError
 
 if TYPE_CHECKING:
-    from verifier.app.gate import GateSession, Selection, Watched
+    from verifier.app.gate import GateSelection, GateSession, Watched
 
 TOKEN_ENV = "VERIFIER_TOKEN"
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
@@ -151,7 +151,7 @@ def gate_cmd(
 
 
 def _from_store(
-    selection: Selection,
+    selection: GateSelection,
     wait_s: float,
     progress: Callable[[str], None] | None,
     config_path: Path | None,

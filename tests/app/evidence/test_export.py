@@ -20,7 +20,7 @@ from audit.bundle import pack, verify_bundle
 from audit.dsse import IN_TOTO_PAYLOAD_TYPE
 from tests.support.evidence import DAY1, SESSIONS, Exported, build, export, flip_bit, unpack
 from tests.support.paths import ROOT
-from verifier.app.evidence import Selection, key_fingerprint, load_key
+from verifier.app.evidence import BundleSelection, key_fingerprint, load_key
 from verifier.cli import main as cli
 from verifier.errors import BadRequest, ConfigError
 from verifier.moments import parse_moment
@@ -242,7 +242,7 @@ def test_a_session_never_verified_is_exported_as_pending(
     with Store.open(config.database_url) as store:
         submit(store, exported.reports["s-1"], "test")
         files = bundle_files(
-            store, config, ["s-1"], load_key(exported.key_path), Selection(("s-1",))
+            store, config, ["s-1"], load_key(exported.key_path), BundleSelection(("s-1",))
         )
     verified = verify_bundle(pack(files))
     [session] = verified.sessions
@@ -276,7 +276,7 @@ def test_an_offset_time_is_read_in_utc() -> None:
 
 def test_until_before_since_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"^--until: .* is not after --since"):
-        Selection(since=DAY1, until=DAY1)
+        BundleSelection(since=DAY1, until=DAY1)
 
 
 # -- commands ----------------------------------------------------------------------------
