@@ -1,6 +1,6 @@
 """The merge gate: may this be merged? Which sessions are selected, and the decision on them.
 
-`verifier gate` takes these steps, each one call here:
+`verifier gate` is `judge`, which takes these steps, each one call here:
 
 1. `resolve_selection`: the sessions wanted, by id, by head commit (a full SHA,
    or an abbreviated one or a ref resolved in the local repository), by
@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from verifier.app import Notice
+from verifier.config import Config, mask_url
 from verifier.errors import ConfigError, InfrastructureError
 from verifier.findings import Finding
 
@@ -38,6 +40,8 @@ if TYPE_CHECKING:  # SQLAlchemy and httpx load only when a source is made
     from verifier.store import SessionFilter, Store
     from verifier.store.db import SessionLine
 
+# Where `judge` finds the read token of a --server.
+TOKEN_ENV = "VERIFIER_TOKEN"
 # Exit codes of the gate (the README's table): 2 is a usage error, raised as one.
 PASSED = 0
 BLOCKED = 1
@@ -639,3 +643,87 @@ def watch(
                 f"still pending ({shown}): {elapsed:.0f}s of {wait_s:g}s"
             )
         sleep(min(poll_s, max(wait_s - elapsed, 0.0)))
+
+
+# -- the command ----------------------------------------------------------------------------
+
+
+def judge(
+    config: Callable[[], Config],
+    *,
+    session_ids: Sequence[str] = (),
+    commits: Sequence[str] = (),
+    branches: Sequence[str] = (),
+    rev_range: str | None = None,
+    repo: Path | None = None,
+    server: str | None = None,
+    token: str | None = None,
+    wait_s: float = 0.0,
+    inconclusive: str = "fail",
+    allow_empty: bool = False,
+    progress: Callable[[str], None] | None = None,
+    notice: Notice | None = None,
+) -> Decision:
+    """May this be merged? The steps of this module's docstring, one call each.
+
+    The sessions are read from `server` (with the read `token`, from
+    ``$VERIFIER_TOKEN``) or else from the configured store, opened read-only; a
+    store that does not exist yet holds no session (`notice` says so, once; it is
+    looked for again while waiting). `config` is called only to read the store:
+    a gate that reads a server needs no configuration.
+    """
+    selection = resolve_selection(
+        session_ids=session_ids, commits=commits, branches=branches, rev_range=rev_range, repo=repo
+    )
+    if server is not None:
+        if token is None:
+            raise ConfigError(f"--server: ${TOKEN_ENV} is not set: put the read token there")
+        source = ServerSource(server, token)
+        try:
+            watched = watch(lambda: source.read(selection), wait_s, progress=progress)
+        finally:
+            source.close()
+        described = source.description
+    else:
+        watched, described = _from_store(config(), selection, wait_s, progress, notice)
+    return decide(
+        watched.sessions,
+        selection,
+        inconclusive=inconclusive,
+        allow_empty=allow_empty,
+        source=described,
+        waited_s=watched.waited_s if wait_s else None,
+    )
+
+
+def _from_store(
+    config: Config,
+    selection: GateSelection,
+    wait_s: float,
+    progress: Callable[[str], None] | None,
+    notice: Notice | None,
+) -> tuple[Watched, str]:
+    """The selected sessions from the configured store, opened read-only once it exists."""
+    from verifier.store import NoStore, Store
+
+    description = f"store {mask_url(config.database_url)}"
+    opened: list[Store] = []
+    said: list[str] = []
+
+    def read() -> list[GateSession]:
+        if not opened:
+            try:
+                opened.append(Store.open(config.database_url, read_only=True))
+            except NoStore as exc:
+                if not said:  # once, not at every reading while waiting
+                    said.append(str(exc))
+                    if notice is not None:
+                        notice(str(exc))
+                return StoreSource.nothing(selection)
+        return StoreSource(opened[0], description).read(selection)
+
+    try:
+        return watch(read, wait_s, progress=progress), description
+    finally:
+        for store in opened:
+            store.close()
