@@ -8,10 +8,9 @@ audit trail) is a finding of one of the checks.
 
 Each model's docstring, and the one under each field, is the description the
 JSON Schema generated from these models gives it (`json_schema`): the schema is
-the harness author's manual. ``python -m verifier.contract.report`` prints it,
-and ``make schema`` commits it as
-``docs/contract/session-report-v1.schema.json`` and its packaged copy
-``verifier/contract/report.schema.json``.
+the harness author's manual. ``python -m verifier.contract`` prints it, and
+``make schema`` commits it as ``docs/contract/session-report-v1.schema.json``
+and its packaged copy ``verifier/contract/report.schema.json``.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sys
 import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -764,7 +762,3 @@ def _unwrapped(node: Any) -> Any:
 def schema_text() -> str:
     """The schema as committed: indented, keys sorted, non-ASCII kept, a final newline."""
     return json.dumps(json_schema(), indent=2, ensure_ascii=False, sort_keys=True) + "\n"
-
-
-if __name__ == "__main__":  # pragma: no cover - `make schema`
-    sys.stdout.write(schema_text())
