@@ -13,7 +13,7 @@ from tests.support.report_factory import make_report_bytes
 from verifier.contract.report import parse_report
 from verifier.findings import CheckResult, CheckStatus, Finding, Verification, decide
 from verifier.store import Counts, Group, Listed, Stats, Store
-from verifier.store.db import GROUP_BY
+from verifier.store.rows import GROUP_BY
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)  # a Monday
 AGENTS = ("fixer", "writer")
