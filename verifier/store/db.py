@@ -87,6 +87,7 @@ class Store:
         return cls(engine, read_only)
 
     def close(self) -> None:
+        """Close every connection of the store; it is not used after this."""
         self._engine.dispose()
 
     def __enter__(self) -> Store:
@@ -271,6 +272,7 @@ class Store:
             return row.id
 
     def get_session(self, session_id: str) -> SessionRow:
+        """The stored session `session_id`; `NotFound` when there is none."""
         stored = self._find_session(session_id)
         if stored is None:
             raise NotFound(f"session {session_id!r} is not stored")

@@ -99,6 +99,8 @@ class PrunePlan:
 
 @dataclass(frozen=True)
 class PruneResult:
+    """What a `prune` did, as its admin log entry (`admin_log_id`) records it."""
+
     before: datetime
     pruned_at: datetime
     sessions: int
@@ -110,9 +112,11 @@ class PruneResult:
 
     @property
     def bytes_freed(self) -> int:
+        """Report bytes and test output bytes dropped, together."""
         return self.report_bytes + self.log_bytes
 
     def to_dict(self) -> dict[str, Any]:
+        """The result as ``verifier prune --format json`` prints it (times in UTC)."""
         data = asdict(self)
         data["before"] = utc_text(self.before)
         data["pruned_at"] = utc_text(self.pruned_at)
@@ -321,6 +325,8 @@ def _append_admin_log(store: Store, *, actor: str, action: str, detail: dict[str
 
 @dataclass(frozen=True)
 class TableCopy:
+    """One table copied: its rows, and the hash both sides agreed on."""
+
     table: str
     rows: int
     sha256: str  # over the rows in primary-key order, the same on both sides
@@ -328,6 +334,8 @@ class TableCopy:
 
 @dataclass(frozen=True)
 class CopyResult:
+    """A copy that was checked and committed: every table, and the reports read back."""
+
     source: str  # URLs with their password masked
     target: str
     tables: tuple[TableCopy, ...]
@@ -337,6 +345,7 @@ class CopyResult:
     seconds: float
 
     def to_dict(self) -> dict[str, Any]:
+        """The result as ``verifier db copy --format json`` prints it."""
         data = asdict(self)
         data["verified"] = True
         data["seconds"] = round(self.seconds, 3)
