@@ -306,7 +306,7 @@ def stored_calls(
 
 def _selected(store: Store, session_ids: Sequence[str], since: datetime | None) -> Iterator[str]:
     from verifier.store import SessionFilter
-    from verifier.store.db import MAX_PAGE
+    from verifier.store.rows import MAX_PAGE
 
     if session_ids:
         for session_id in dict.fromkeys(session_ids):

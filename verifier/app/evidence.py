@@ -164,7 +164,7 @@ class Selection:
 def selected(store: Store, selection: Selection) -> list[str]:
     """The ids of the selected sessions, sorted; `NotFound` for an unknown id or none at all."""
     from verifier.store import SessionFilter
-    from verifier.store.db import MAX_PAGE
+    from verifier.store.rows import MAX_PAGE
 
     if selection.session_ids:
         ids = sorted(set(selection.session_ids))

@@ -21,7 +21,7 @@ from verifier.moments import utc_text
 
 if TYPE_CHECKING:
     from verifier.store import SessionFilter, Store
-    from verifier.store.db import SessionLine
+    from verifier.store.rows import SessionLine
 
 FORMATS = ("csv", "jsonl")
 MEDIA_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson"}

@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # SQLAlchemy and httpx load only when a source is made
 
     from verifier._internal.git import Git
     from verifier.store import SessionFilter, Store
-    from verifier.store.db import SessionLine
+    from verifier.store.rows import SessionLine
 
 # Exit codes of the gate (the README's table): 2 is a usage error, raised as one.
 PASSED = 0

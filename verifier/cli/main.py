@@ -36,7 +36,7 @@ from verifier.config import Config, parse_command
 from verifier.errors import ConfigError, Interrupted, InvalidReport, NotFound, VerifierError
 from verifier.formats import render
 from verifier.moments import parse_moment, utc_text
-from verifier.service.auth import SCOPES
+from verifier.store.tokens import SCOPES
 
 if TYPE_CHECKING:
     from datetime import datetime
