@@ -10,7 +10,7 @@ import pytest
 
 from verifier.checks.tests.results import (
     MAX_REPORT_BYTES,
-    Counts,
+    OutcomeCounts,
     UnreadableResults,
     count_junit,
     prepare_reports,
@@ -39,7 +39,7 @@ NODE_REPORT = b"""<?xml version="1.0" encoding="utf-8"?>
 
 
 def test_node_report_is_counted_by_its_testcases() -> None:
-    assert count_junit(NODE_REPORT) == Counts(tests=4, failures=1, errors=0, skipped=1)
+    assert count_junit(NODE_REPORT) == OutcomeCounts(tests=4, failures=1, errors=0, skipped=1)
     assert count_junit(NODE_REPORT).to_dict() == {
         "passed": 2,
         "failed": 1,
@@ -50,7 +50,7 @@ def test_node_report_is_counted_by_its_testcases() -> None:
 
 def test_an_error_counts_once_even_beside_a_failure() -> None:
     xml = b"<testsuite><testcase name='a'><failure/><error/></testcase></testsuite>"
-    assert count_junit(xml) == Counts(tests=1, failures=0, errors=1, skipped=0)
+    assert count_junit(xml) == OutcomeCounts(tests=1, failures=0, errors=1, skipped=0)
 
 
 def test_a_single_testcase_document_is_a_report() -> None:
@@ -118,7 +118,7 @@ def test_reports_are_summed_and_folders_that_match_are_passed_over(tmp_path: Pat
     counts, files = read_junit_reports(tmp_path, ["r/*.xml"])
 
     assert files == ["r/a.xml", "r/b.xml"]
-    assert counts == Counts(tests=2, failures=1, errors=0, skipped=0)
+    assert counts == OutcomeCounts(tests=2, failures=1, errors=0, skipped=0)
 
 
 def test_a_report_reached_through_a_linked_folder_is_refused(tmp_path: Path) -> None:
@@ -158,7 +158,7 @@ def test_unittest_counts_are_read(tmp_path: Path) -> None:
     keys = ["tests_run", "failures", "errors", "skipped", "expected_failures"]
     path.write_text(json.dumps({**dict.fromkeys(keys, 1), "unexpected_successes": 0}))
 
-    assert read_unittest(path) == Counts(1, 1, 1, 1, 1, 0)
+    assert read_unittest(path) == OutcomeCounts(1, 1, 1, 1, 1, 0)
 
 
 @pytest.mark.parametrize(

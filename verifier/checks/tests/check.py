@@ -88,7 +88,7 @@ from verifier._internal.sandbox.runner import RunnerNotFound, RunOutcome, Sandbo
 from verifier._internal.snapshot import SnapshotError, SnapshotInfo, materialize, temp_parent
 from verifier.checks.base import Context, HeadState, TestResultCache
 from verifier.checks.tests import results, tampering
-from verifier.checks.tests.results import Channel, Counts, PytestRun, UnreadableResults
+from verifier.checks.tests.results import Channel, OutcomeCounts, PytestRun, UnreadableResults
 from verifier.checks.tests.testinfra import TestInfraError, is_test_infra, use_base_test_infra
 from verifier.config import Config, RepositoryConfig
 from verifier.errors import InfrastructureError
@@ -697,7 +697,7 @@ def _read_results(
     events: bytes,
     repository: RepositoryConfig,
     read: dict[str, Any],
-) -> tuple[Counts | None, str | None]:
+) -> tuple[OutcomeCounts | None, str | None]:
     """The run's counts, or None and why they cannot be read; `read` gets what was read."""
     try:
         if kind == "pytest":
@@ -725,7 +725,7 @@ def _read_results(
 def _agreement(
     run: PytestRun,
     overflowed: bool,
-    junit: Counts | None,
+    junit: OutcomeCounts | None,
     junit_problem: str | None,
     outcome: RunOutcome,
     read: dict[str, Any],
@@ -790,7 +790,7 @@ def _judge(
     timeout_s: float,
     kind: str,
     is_pytest: bool,
-    counts: Counts | None,
+    counts: OutcomeCounts | None,
     report_problem: str | None,
     agreement: Finding | None = None,
 ) -> list[Finding]:
@@ -884,7 +884,7 @@ def _details(
     outcome: RunOutcome,
     mode: str,
     snapshot: SnapshotInfo,
-    counts: Counts | None,
+    counts: OutcomeCounts | None,
     read: dict[str, Any],
 ) -> dict[str, Any]:
     return {
