@@ -44,7 +44,7 @@ Progress = Callable[[str], None]
 
 
 class TestResultCache(Protocol):
-    """Conclusive test results by what decided them (`verifier.checks.tests.check.cache_key`).
+    """Conclusive test results by what decided them (`verifier.checks.tests.cache.cache_key`).
 
     The key is a SHA-256 over the tree actually tested, the test command, the
     environment, the sandbox settings and the verifier's version: a tree tested
