@@ -87,6 +87,10 @@ class TestsCheck:
     """Step 2 of the verdict: the configured tests on a copy of the head state."""
 
     name = NAME
+    title = "Tests"
+    prefixes: Mapping[str, str] = {
+        "tests.": "the tests check: the repository's test command on the head state",
+    }
     launches = True
     reads: tuple[str, ...] = ("changes",)
 
