@@ -37,7 +37,7 @@ bench: $(STAMP)
 	$(BIN)/python -m tests.benchmarks.run
 
 schema: $(STAMP)
-	$(BIN)/python -m verifier.contract.report > docs/contract/session-report-v1.schema.json
+	$(BIN)/python -m verifier.contract > docs/contract/session-report-v1.schema.json
 	cp docs/contract/session-report-v1.schema.json verifier/contract/report.schema.json
 
 clean:

@@ -1,7 +1,7 @@
 """Alembic environment of the verifier's store.
 
 The database comes from, in order: a live connection passed by the caller in
-``config.attributes["connection"]`` (what `verifier.store.db` does), the
+``config.attributes["connection"]`` (what `verifier.store.engine` does), the
 ``sqlalchemy.url`` option, or the verifier's own configuration. Without a
 connection, one is opened as the store opens its own for migrating.
 """
@@ -15,7 +15,7 @@ from alembic import context
 from sqlalchemy import Connection
 
 from verifier.config import Config
-from verifier.store.db import make_engine, migration_connection
+from verifier.store.engine import make_engine, migration_connection
 from verifier.store.models import Base
 
 config = context.config

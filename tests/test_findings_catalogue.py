@@ -6,9 +6,14 @@ import re
 from pathlib import Path
 
 from tests.support.paths import ROOT
+from verifier.checks import registered
 
-CODE = re.compile(r"^(change|tests|audit|replay|profile)\.[a-z_]+$")
-LITERAL = re.compile(r"""["']((?:change|tests|audit|replay|profile)\.[a-z_]+)["']""")
+# The first parts of every finding code, as the registered checks declare them.
+PREFIXES = "|".join(
+    re.escape(prefix.removesuffix(".")) for check in registered() for prefix in check.prefixes
+)
+CODE = re.compile(rf"^({PREFIXES})\.[a-z_]+$")
+LITERAL = re.compile(rf"""["']((?:{PREFIXES})\.[a-z_]+)["']""")
 # Strings of that shape that are JSON paths into a report, not finding codes.
 NOT_CODES = {"audit.count", "audit.entries", "audit.head"}
 
@@ -49,3 +54,17 @@ def test_every_code_has_a_test_that_names_it() -> None:
 
 def test_the_catalogue_is_not_empty() -> None:
     assert len(documented()) >= 50
+
+
+def test_each_check_has_a_section_headed_by_its_title_and_prefixes() -> None:
+    text = (ROOT / "docs" / "findings.md").read_text(encoding="utf-8")
+    headings = set(re.findall(r"^## (.+)$", text, re.MULTILINE))
+    for check in registered():
+        prefixes = ", ".join(f"`{prefix}*`" for prefix in check.prefixes)
+        assert f"{check.title} ({prefixes})" in headings, check.name
+
+
+def test_every_documented_code_starts_with_a_prefix_of_a_registered_check() -> None:
+    text = (ROOT / "docs" / "findings.md").read_text(encoding="utf-8")
+    rows = set(re.findall(r"^\| `([a-z_]+\.[a-z_.]+)` \|", text, re.MULTILINE))
+    assert rows - documented() == set()

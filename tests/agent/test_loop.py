@@ -18,7 +18,7 @@ from tests.support.gitrepo import GitRepo
 from tests.support.paths import TURNS
 from tests.support.sessions import CALC, FIX, calc_repo
 from verifier.agent.harness import Session, run_session
-from verifier.agent.loop import Limits, Loop
+from verifier.agent.loop import Loop, SessionLimits
 from verifier.agent.model import ScriptedModel, as_response, call, load_turns, model_turn
 from verifier.agent.tools import OUTPUT_LIMIT, Policy, checkpoint, truncate
 from verifier.app.pipeline import verify_report
@@ -87,7 +87,7 @@ def test_spending_past_the_token_budget_ends_budget_exhausted_its_calls_denied(
         reply(call("replace_lines", "c2", **FIX), prompt=200, output=30),
         reply("never asked for"),
     ]
-    limits = Limits(token_budget=300)
+    limits = SessionLimits(token_budget=300)
     session = run_session(repo.path, "s-budget", "Fix.", ScriptedModel(turns), limits=limits)
     assert session.status == "budget_exhausted"
     # 125 tokens, then 360 (prompt + output, thoughts included): the second reply's call
@@ -107,7 +107,7 @@ def test_past_max_seconds_on_an_injected_clock_ends_timeout(repo: GitRepo) -> No
         "s-time",
         "Fix.",
         ScriptedModel(turns),
-        limits=Limits(max_seconds=30),
+        limits=SessionLimits(max_seconds=30),
         elapsed=lambda: next(now),
     )
     assert session.status == "timeout"
@@ -121,7 +121,12 @@ def test_time_running_out_between_calls_denies_the_rest_of_the_reply(repo: GitRe
     both = model_turn(call("read_file", "a", path="calc.py"), call("replace_lines", "b", **FIX))
     model = ScriptedModel([both, model_turn("done")])
     session = run_session(
-        repo.path, "s-t2", "Fix.", model, limits=Limits(max_seconds=5), elapsed=lambda: next(now)
+        repo.path,
+        "s-t2",
+        "Fix.",
+        model,
+        limits=SessionLimits(max_seconds=5),
+        elapsed=lambda: next(now),
     )
     assert session.status == "timeout"
     assert [(b["call_id"], b["decision"]) for b in tool_calls(session)] == [

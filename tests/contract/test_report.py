@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -11,7 +12,13 @@ import pytest
 from tests.support.gitrepo import GitRepo
 from tests.support.paths import ROOT
 from tests.support.sessions import fixed_session, to_bytes
-from verifier.contract.report import canonical_status, parse_report, schema_text
+from verifier.contract.report import (
+    LIMITS,
+    canonical_status,
+    json_schema,
+    parse_report,
+    schema_text,
+)
 from verifier.errors import InvalidReport
 
 
@@ -162,6 +169,85 @@ def test_committed_schema_matches_the_models(committed: str) -> None:
 
     text = (ROOT / committed).read_text("utf-8")
     assert text == schema_text(), f"run `make schema` and commit {committed}"
+
+
+def _objects(schema: Any, where: str = "#") -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every JSON object in `schema`, with its JSON Pointer, the root first."""
+    if isinstance(schema, dict):
+        yield where, schema
+        for key, value in schema.items():
+            yield from _objects(value, f"{where}/{key}")
+    elif isinstance(schema, list):
+        for n, value in enumerate(schema):
+            yield from _objects(value, f"{where}/{n}")
+
+
+def _undescribed(schema: dict[str, Any]) -> list[str]:
+    """Where in `schema` a property of an object has no description, or an empty one."""
+    return [
+        f"{where}/properties/{name}"
+        for where, node in _objects(schema)
+        if isinstance(node.get("properties"), dict)
+        for name, prop in node["properties"].items()
+        if not str(prop.get("description") or "").strip()
+    ]
+
+
+def test_every_property_of_the_schema_is_described() -> None:
+    """The schema is the harness author's manual: each field says what it means."""
+    schema = json_schema()
+    assert len(schema["$defs"]) >= 9  # the nested objects are walked too
+    assert _undescribed(schema) == []
+
+
+@pytest.mark.parametrize("blank", [None, "", "  "])
+def test_a_property_without_a_description_is_found(blank: str | None) -> None:
+    schema = json_schema()
+    change = schema["$defs"]["ClaimedChange"]["properties"]["mode_after"]
+    if blank is None:
+        del change["description"]
+    else:
+        change["description"] = blank
+    del schema["properties"]["session_id"]["description"]
+    assert sorted(_undescribed(schema)) == [
+        "#/$defs/ClaimedChange/properties/mode_after",
+        "#/properties/session_id",
+    ]
+
+
+def test_every_model_of_the_schema_is_described() -> None:
+    schema = json_schema()
+    models = {"#": schema, **{f"#/$defs/{k}": v for k, v in schema["$defs"].items()}}
+    assert [where for where, model in models.items() if not model.get("description")] == []
+
+
+def test_descriptions_are_paragraphs_not_source_lines() -> None:
+    """A docstring's line breaks are the source's: the schema's readers wrap the text."""
+    texts = [
+        node["description"]
+        for _, node in _objects(json_schema())
+        if isinstance(node.get("description"), str)
+    ]
+    assert len(texts) > 60
+    assert [t for t in texts if "\n" in t.replace("\n\n", "")] == []
+    assert any("\n\n" in t for t in texts)  # paragraphs stay apart
+
+
+def test_descriptions_state_the_limits_the_reader_enforces() -> None:
+    schema = json_schema()
+    described = {
+        "changes": schema["properties"]["changes"],
+        "contents": schema["$defs"]["TrajectoryDoc"]["properties"]["contents"],
+        "steps": schema["$defs"]["InteractionDoc"]["properties"]["steps"],
+        "entries": schema["$defs"]["AuditDoc"]["properties"]["entries"],
+    }
+    assert f"At most {LIMITS.changes:,}." in described["changes"]["description"]
+    assert (
+        f"At most {LIMITS.contents:,} contents and {LIMITS.parts:,} parts"
+        in described["contents"]["description"]
+    )
+    assert f"At most {LIMITS.parts:,} steps." in described["steps"]["description"]
+    assert f"At most {LIMITS.audit_entries:,} entries." in described["entries"]["description"]
 
 
 def test_schema_requires_the_contract_fields() -> None:

@@ -10,7 +10,7 @@ from alembic import command
 from sqlalchemy import NullPool, create_engine, inspect, text
 
 from verifier.store import upgrade
-from verifier.store.db import alembic_config, make_engine, migration_connection
+from verifier.store.engine import alembic_config, make_engine, migration_connection
 
 QUEUE_TABLES = {
     "procrastinate_jobs",

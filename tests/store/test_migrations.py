@@ -15,6 +15,7 @@ from sqlalchemy import NullPool, create_engine, inspect
 from tests.support.pg import NO_POSTGRES, POSTGRES_URL, alembic, postgres_database
 from verifier.errors import ConfigError, InfrastructureError
 from verifier.store import Store, current_revision, head_revision, upgrade
+from verifier.store.engine import HEAD_REVISION
 
 TABLES = {"sessions", "claimed_changes", "verification_runs", "findings"}
 
@@ -145,6 +146,4 @@ def test_unreachable_database_is_an_infrastructure_error_with_the_password_maske
 
 def test_head_revision_constant_matches_alembic() -> None:
     """Opening a migrated store skips Alembic by trusting HEAD_REVISION; keep it true."""
-    from verifier.store import db
-
-    assert db.head_revision() == db.HEAD_REVISION
+    assert head_revision() == HEAD_REVISION

@@ -16,10 +16,9 @@ from sqlalchemy import NullPool, create_engine, text
 
 from verifier.config import Config
 from verifier.findings import CheckResult, CheckStatus, Finding, Verification, decide
-from verifier.service.auth import SCOPES
 from verifier.store import Store
 from verifier.store.queue import LocalQueue, PostgresQueue, Queue
-from verifier.store.tokens import create_token
+from verifier.store.tokens import SCOPES, create_token
 
 T0 = datetime(2026, 11, 29, 10, 5, tzinfo=UTC)
 

@@ -16,7 +16,7 @@ from sqlalchemy import NullPool, create_engine
 from sqlalchemy.engine import make_url
 
 from verifier.store import upgrade
-from verifier.store.db import alembic_config, make_engine, migration_connection
+from verifier.store.engine import alembic_config, make_engine, migration_connection
 
 POSTGRES_URL = os.environ.get("VERIFIER_TEST_POSTGRES_URL")
 NO_POSTGRES = (

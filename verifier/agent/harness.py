@@ -29,16 +29,16 @@ from typing import Any
 
 from audit import seal
 from audit.recorder import Agent, Recorder, claims_from_effects
-from verifier.agent.loop import Ending, Limits, Loop
+from verifier.agent.loop import Ending, Loop, SessionLimits
 from verifier.agent.model import Model, ScriptedModel, call, model_turn
 from verifier.agent.tools import DEFAULT_TOOLS, Policy, Tool
 
 __all__ = [
     "DEFAULT_TOOLS",
-    "Limits",
     "Policy",
     "ScriptedModel",
     "Session",
+    "SessionLimits",
     "Tool",
     "agent_git",
     "call",
@@ -133,7 +133,7 @@ def run_session(
     *,
     tools: Mapping[str, Tool] = DEFAULT_TOOLS,
     max_turns: int | None = None,
-    limits: Limits | None = None,
+    limits: SessionLimits | None = None,
     policy: Policy | None = None,
     commit: bool = False,
     status_when_done: str = "done",
@@ -153,7 +153,7 @@ def run_session(
     `trail`, or to a temporary file removed once the report is made;
     `repo_name` is the repository's name in the verifier's configuration.
     """
-    limits = limits or Limits()
+    limits = limits or SessionLimits()
     if max_turns is not None:
         limits = dataclasses.replace(limits, max_turns=max_turns)
     loop = Loop(

@@ -13,8 +13,8 @@ its reply as returned; each call is then, in order,
 
 The loop ends with the status it really reached (the contract's vocabulary):
 ``done`` when the model answers without a call, ``turns_exhausted`` after
-`Limits.max_turns` replies, ``budget_exhausted`` once the tokens used pass
-`Limits.token_budget`, ``timeout`` past `Limits.max_seconds`,
+`SessionLimits.max_turns` replies, ``budget_exhausted`` once the tokens used pass
+`SessionLimits.token_budget`, ``timeout`` past `SessionLimits.max_seconds`,
 ``loop_detected`` at the third identical call in a row, ``error`` when the
 model cannot be reached or replies with no content. A call stopped by one of these is denied, so the
 trail still holds one entry per call the model made.
@@ -55,8 +55,8 @@ SYSTEM = (
 
 
 @dataclass(frozen=True)
-class Limits:
-    """When the loop stops short of the model's own end."""
+class SessionLimits:
+    """How far one session may run: the turns, tokens and seconds past which the loop stops."""
 
     max_turns: int = MAX_TURNS
     token_budget: int | None = None  # prompt plus output tokens (thoughts included)
@@ -77,7 +77,7 @@ class Loop:
 
     model: Model
     tools: Mapping[str, toolbox.Tool] = field(default_factory=lambda: dict(toolbox.DEFAULT_TOOLS))
-    limits: Limits = Limits()
+    limits: SessionLimits = SessionLimits()
     policy: toolbox.Policy = field(default_factory=toolbox.Policy)
     output_limit: int = toolbox.OUTPUT_LIMIT
     clock: Callable[[], float] = time.monotonic

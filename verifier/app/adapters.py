@@ -27,7 +27,7 @@ from verifier.contract.profiles import Action, ActionKind, Profile, load_profile
 from verifier.contract.report import parse_report
 from verifier.errors import ConfigError, InvalidReport, NotFound, ReportPruned
 from verifier.store import NoStore, SessionFilter, Store
-from verifier.store.db import MAX_PAGE
+from verifier.store.rows import MAX_PAGE
 
 if TYPE_CHECKING:
     from verifier.contract.trajectory import ToolCall

@@ -63,9 +63,9 @@ from verifier.contract.report import parse_report
 from verifier.errors import ConfigError, InvalidReport, NotFound, ReportPruned
 from verifier.moments import utc_text
 from verifier.store import NoStore, SessionFilter, Store
-from verifier.store.db import MAX_PAGE
 from verifier.store.models import ClaimedChangeModel
 from verifier.store.overrides import overrides
+from verifier.store.rows import MAX_PAGE
 
 if TYPE_CHECKING:
     from verifier.store import Listed, RunRow

@@ -25,7 +25,7 @@ from verifier.moments import utc_text
 from verifier.store import NoStore, SessionFilter, Store
 
 if TYPE_CHECKING:
-    from verifier.store.db import SessionLine
+    from verifier.store.rows import SessionLine
 
 FORMATS = ("csv", "jsonl")
 MEDIA_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson"}

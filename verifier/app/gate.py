@@ -38,7 +38,7 @@ if TYPE_CHECKING:  # SQLAlchemy and httpx load only when a source is made
 
     from verifier._internal.git import Git
     from verifier.store import SessionFilter, Store
-    from verifier.store.db import SessionLine
+    from verifier.store.rows import SessionLine
 
 # Where `judge` finds the read token of a --server.
 TOKEN_ENV = "VERIFIER_TOKEN"

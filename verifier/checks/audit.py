@@ -44,6 +44,10 @@ class AuditCheck:
     """Step 3 of the verdict: the trail against the trajectory and the claims."""
 
     name = NAME
+    title = "Audit"
+    prefixes: Mapping[str, str] = {
+        "audit.": "the audit check: the harness's hash-chained audit trail",
+    }
     launches = False
     reads: tuple[str, ...] = ()
 

@@ -1,13 +1,15 @@
 """What every check shares: the `Check` protocol, the `Context` it runs in, and the facts
 one check establishes for another.
 
-A check is an object with a `name`, the names of the checks whose results it
-`reads`, and `run(context) -> CheckResult`. `verify()` starts each check as
-soon as the checks it reads are done; a check reads what an earlier one
-established as typed facts (`Context.fact(HeadState)`), never from its details
-or its finding codes. Adding a check is a module and a line in `registered()`:
-the store keeps statuses as rows and the renderers walk the results, so
-neither changes.
+A check is an object with a `name`, a `title`, the `prefixes` of its finding
+codes, the names of the checks whose results it `reads`, and
+`run(context) -> CheckResult`. `verify()` starts each check as soon as the
+checks it reads are done; a check reads what an earlier one established as
+typed facts (`Context.fact(HeadState)`), never from its details or its finding
+codes. Adding a check is a module and a line in `registered()`: the store keeps
+statuses as rows, the renderers walk the results, and the gate
+(`verifier.formats.gate.CHECK_OF_PREFIX`) and the findings catalogue read what
+each check declares, so none of them changes.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ Progress = Callable[[str], None]
 
 
 class TestResultCache(Protocol):
-    """Conclusive test results by what decided them (`verifier.checks.tests.check.cache_key`).
+    """Conclusive test results by what decided them (`verifier.checks.tests.cache.cache_key`).
 
     The key is a SHA-256 over the tree actually tested, the test command, the
     environment, the sandbox settings and the verifier's version: a tree tested
@@ -129,7 +131,14 @@ class Context:
 
 
 class Check(Protocol):
+    """One check of the verdict, and what the faces need to know about it."""
+
     name: str
+    # What people read it under: its section of docs/findings.md ("Changes").
+    title: str
+    # The start of every finding code it emits ("change."), each with the words the
+    # gate uses for what found such a finding (`verifier.formats.gate.CHECK_OF_PREFIX`).
+    prefixes: Mapping[str, str]
     # The checks whose results this one reads; it starts when they are done.
     reads: tuple[str, ...]
     # Whether it starts long work the others should not slow down (see Context.launched).

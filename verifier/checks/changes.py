@@ -119,6 +119,10 @@ class ChangesCheck:
     """Step 1 of the verdict: the claims against the repository."""
 
     name = NAME
+    title = "Changes"
+    prefixes: Mapping[str, str] = {
+        "change.": "the changes check: claimed file changes against the git repository",
+    }
     launches = False
     reads: tuple[str, ...] = ()
 

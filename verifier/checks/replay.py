@@ -83,6 +83,11 @@ class ReplayCheck:
     """Step 4 of the verdict: the model's requests replayed on the base commit's blobs."""
 
     name = NAME
+    title = "Replay"
+    prefixes: Mapping[str, str] = {
+        "replay.": "the replay check: the model's edit requests replayed on the base files",
+        "profile.": "the replay check's tool profile: a call it cannot read",
+    }
     launches = False
     reads: tuple[str, ...] = ("changes",)
 

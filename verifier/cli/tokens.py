@@ -10,7 +10,7 @@ from verifier.app import tokens
 from verifier.cli.options import actor, config_option, emit, format_option, moment
 from verifier.config import Config
 from verifier.formats import render
-from verifier.service.auth import SCOPES
+from verifier.store.tokens import SCOPES
 
 
 @click.group("token")

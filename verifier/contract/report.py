@@ -6,10 +6,11 @@ Only what makes the document unreadable as the contract is an error here; a
 broken promise inside a readable report (a path outside the root, a hole in the
 audit trail) is a finding of one of the checks.
 
-Run ``python -m verifier.contract.report`` to print the JSON Schema generated from
-these models (``make schema`` commits it as
-``docs/contract/session-report-v1.schema.json`` and its packaged copy
-``verifier/contract/report.schema.json``).
+Each model's docstring, and the one under each field, is the description the
+JSON Schema generated from these models gives it (`json_schema`): the schema is
+the harness author's manual. ``python -m verifier.contract`` prints it, and
+``make schema`` commits it as ``docs/contract/session-report-v1.schema.json``
+and its packaged copy ``verifier/contract/report.schema.json``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sys
 import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -140,90 +140,220 @@ Objects = Annotated[
 ]
 
 
+# The models' docstrings, and the docstring under each field (`use_attribute_docstrings`),
+# are the published schema's descriptions: its readers are harness authors, so they say
+# what a field means and what the verifier does with it, in Markdown, and leave how the
+# code works to comments.
 class _Model(BaseModel):
     """Frozen; fields we do not know are kept, not refused."""
 
-    model_config = ConfigDict(frozen=True, extra="allow")
+    model_config = ConfigDict(frozen=True, extra="allow", use_attribute_docstrings=True)
 
 
 class Agent(_Model):
+    """The agent that ran the session."""
+
     name: Text
+    """The agent's name, the same in all its reports. Sessions are indexed and counted by
+    it, and it names the agent's entry in the verifier's configuration (`[agents.NAME]`):
+    the keys its reports must be signed with, whether its trail must be witnessed. Must
+    not contain U+0000 (NUL)."""
+
     version: Text | None = None
+    """The agent's version, as the harness writes it. Indexed and shown, not interpreted.
+    Must not contain NUL."""
+
     model: Text | None = None
+    """The model the agent ran on (e.g. `gemini-3.5-flash`). Indexed, counted and shown,
+    not interpreted. Must not contain NUL."""
+
     tool_profile: Text | None = None
+    """The tool vocabulary the harness declared to the model: the name of a tool profile
+    in the verifier's configuration (letters, digits, `-` and `_`); absent or null means
+    `default`. The audit and replay checks read the model's function calls through it;
+    with a profile the verifier does not have, every call is unknown, and an unknown call
+    answered as successful leaves the session inconclusive. Must not contain NUL."""
 
 
 class Repo(_Model):
+    """The repository the session worked in, and the two commits that bound its work."""
+
     name: Text
+    """The repository as the verifier's configuration names it (`[repositories.NAME]`):
+    the path or url checked, the test command and the policy are the configured ones for
+    this name; a report never chooses what it is checked against. Sessions are indexed by
+    it. Must not contain NUL."""
+
     path: str | None = None
+    """Where the harness had the repository. Recorded only: the verifier checks the
+    configured repository, never this path."""
+
     url: str | None = None
+    """The repository's remote as the harness knew it. Recorded only: the verifier fetches
+    from the url in its own configuration, never from this one."""
+
     base_commit: Hex
+    """The commit the session started from, in hex: a full commit id (40 or 64 digits)
+    or a prefix of at least 4 that names exactly one commit (a repository the verifier
+    fetches by url can find a commit no branch holds only by its full id). Each claim's
+    `sha256_before` and `mode_before` are checked at this commit, and by default the
+    repository's test files are taken from it, so a session cannot rewrite the tests it
+    is judged by."""
+
     head_commit: Hex | None = None
+    """The commit that holds the work, in hex as `base_commit`. Absent or null: the work
+    is in the repository's working tree, uncommitted. Each claim's `sha256_after` and
+    `mode_after` are checked there, and nothing outside the claims may differ between the
+    base and the head."""
+
     branch: Text | None = None
+    """The branch the work is on. Indexed and shown, not checked. Must not contain NUL."""
 
 
 class Usage(_Model):
+    """What the session consumed, summed over the model's replies (the SDK's
+    `usage_metadata`). Recorded, not checked; each count is a JSON integer."""
+
     turns: StrictInt | None = None
+    """The model's replies in the session."""
+
     tool_calls: StrictInt | None = None
+    """The function calls the model made (the trail's `tool_call` entries)."""
+
     prompt_tokens: StrictInt | None = None
+    """Input tokens, summed over the replies (`prompt_token_count`)."""
+
     output_tokens: StrictInt | None = None
+    """Output tokens, thought tokens included, as they are billed as output
+    (`candidates_token_count` plus `thoughts_token_count`)."""
+
     thoughts_tokens: StrictInt | None = None
+    """Thought tokens alone (`thoughts_token_count`), already counted in
+    `output_tokens`."""
+
     cached_tokens: StrictInt | None = None
+    """Input tokens served from the context cache (`cached_content_token_count`)."""
 
 
+# `mode_before` / `mode_after` are optional (None: not claimed) so that a change of mode
+# alone can be claimed, and reports written before they existed read as they did. The
+# path is checked by the changes check, not here.
 class ClaimedChange(_Model):
-    """A file change the agent claims. The path is checked by the changes check, not here.
+    """A file the agent claims to have changed, with its blob's hash on each side.
 
-    `mode_before` / `mode_after` are optional (None: not claimed), so that a
-    change of mode alone (``chmod +x run.sh``: a ``modify`` with equal hashes)
-    can be claimed, and reports written before they existed read as they did.
+    An `action` its hashes or modes contradict (a `create` with a `sha256_before` or a
+    `mode_before`, a `delete` with a `sha256_after` or a `mode_after`, a `modify`
+    without both hashes) is the changes check's finding `change.action_inconsistent`.
     """
 
     path: str  # NUL included: the changes check refuses such a path, naming it
+    """The file's path from the repository's root, with `/` separators, compared byte
+    for byte as UTF-8 (no Unicode normalisation, no case folding). A path that is
+    absolute or holds a `..` segment, a backslash, NUL or an empty segment is a broken
+    promise, not an invalid report: the report is stored and the session is not
+    delivered."""
+
     action: Literal["create", "modify", "delete"]
+    """`create` (the file does not exist at the base: `sha256_before` is null), `modify`,
+    or `delete` (it does not exist at the head: `sha256_after` is null)."""
+
     sha256_before: Sha256 | None
+    """Lowercase hex SHA-256 of the file's blob at `repo.base_commit`, or null when the
+    file does not exist there; required, null included. The blob is the bytes git
+    stores: the file's raw bytes, or, where a `text` or `eol` attribute applies to the
+    path, the bytes after git's CRLF-to-LF conversion, as `git add` stores them (no
+    `filter` is run, `core.autocrlf` is not read)."""
+
     sha256_after: Sha256 | None
+    """Lowercase hex SHA-256 of the file's blob at `repo.head_commit` (in the working
+    tree when it is null), as `sha256_before`; null when the file does not exist
+    there."""
+
     mode_before: GitMode | None = None
+    """The file's git mode at the base: `100644` (regular), `100755` (executable) or
+    `120000` (symbolic link). Absent or null: not claimed, and not checked. A `create`
+    has none."""
+
     mode_after: GitMode | None = None
+    """The file's git mode at the head, as `mode_before`. A `delete` has none. A
+    `modify` with equal hashes and different modes is a change of mode alone
+    (`chmod +x run.sh`)."""
 
 
 class AgentTests(_Model):
-    """What the agent says it ran: recorded, never trusted."""
+    """What the agent says it ran: recorded, never trusted. The tests check runs the
+    command from the verifier's configuration for the repository, never this one."""
 
     command: str | list[str] | None = None
+    """The test command the agent ran, as a shell string or an argument list."""
+
     exit_code: StrictInt | None = None
+    """The exit code the agent saw."""
+
     summary: str | None = None
+    """The runner's summary as the agent saw it (e.g. `6 passed`)."""
 
 
 # `contents` is emptied once `Report.trajectory` has loaded it (or failed to): the
 # SDK's objects replace the raw turns, and keeping both made a dense report cost
-# 37 times its size. The raw bytes still hold them as written. (A comment, not a
-# docstring: docstrings become descriptions in the published schema.)
+# 37 times its size. The raw bytes still hold them as written.
 class TrajectoryDoc(_Model):
-    """The session history as google-genai ``types.Content`` objects, in order."""
+    """The session history as google-genai `types.Content` objects, in order."""
 
     format: Literal["gemini-contents"]
+    """`gemini-contents`: the history is `contents`."""
+
     contents: Objects
+    """Every turn in order, each a google-genai `types.Content` dumped with
+    `model_dump(mode="json", exclude_none=True)` (snake_case keys) or in the REST form
+    (camelCase keys); roles `user`, `model` and `tool`. A model turn's `function_call`
+    parts are answered by one `function_response` each in the next turn. A call with no
+    `id` has the positional call id `t<i>.p<j>` (`i` the index of its content, `j` of
+    its part, from 0), and its response is the one of the same name at the same rank.
+    `thought_signature` is base64 of any variant. Keys the installed SDK does not know
+    are dropped and noted, never an error. At most 100,000 contents and 400,000 parts in
+    all."""
 
 
 # Like `contents`, `steps` is emptied once the trajectory has loaded it.
 class InteractionDoc(_Model):
-    """An Interactions API ``Interaction`` as the SDK returns it; only ``steps`` is read.
+    """An Interactions API `Interaction` as the SDK returns it; only `steps` is read.
 
-    The other fields (``id``, ``status``, ``model``, ``usage``...) are kept as given.
+    The other fields (`id`, `status`, `model`, `usage`...) are kept as given.
     """
 
     id: Text | None = None
+    """The interaction's id, as the API gave it. Kept, not read."""
+
     status: Text | None = None
+    """The interaction's status, as the API gave it (e.g. `completed`). Kept, not read:
+    the session's status is the report's `status`."""
+
     model: Text | None = None
+    """The model, as the API gave it. Kept, not read: the report's `agent.model` is the
+    one indexed."""
+
     steps: Objects
+    """Every step in order, each validated with the SDK's own step types:
+    `function_call` (`id`, required, is the call id; `name`, `arguments`),
+    `function_result` (`call_id`, required, the call it answers; `result`, optional
+    `name` and `is_error`), `thought` (`signature`, base64 of any variant; `summary`),
+    `model_output` and `user_input` (the `text` items of `content`). Consecutive
+    `thought`, `function_call` and `model_output` steps make one model turn, consecutive
+    `user_input` and `function_result` steps one user turn. The response a trail entry
+    hashes is `result` when it is a JSON object, else `{"result": <result>}`. Other
+    step types are kept raw and ignored by the checks. At most 400,000 steps."""
 
 
 class InteractionTrajectoryDoc(_Model):
-    """The session history as the steps of one Interactions API ``Interaction``."""
+    """The session history as the steps of one Interactions API `Interaction`."""
 
     format: Literal["gemini-interaction"]
+    """`gemini-interaction`: the history is `interaction`."""
+
     interaction: InteractionDoc
+    """The `Interaction` (`google.genai.interactions.Interaction`) dumped with
+    `model_dump(mode="json", exclude_none=True)`, or as the REST JSON."""
 
 
 # The formats a trajectory may take, told apart by `format`.
@@ -233,39 +363,119 @@ AnyTrajectoryDoc = Annotated[
 ]
 
 
+# Entries stay raw: the audit check judges them, malformed ones included.
 class AuditDoc(_Model):
-    """Entries stay raw: the audit check judges them, malformed ones included."""
+    """The harness's audit trail, and the `count` and `head` that pin its end."""
 
     entries: Objects
+    """One hash-chained JSON object per event, in order, written by the harness as it
+    happened: `session_start` (seq 0), one `tool_call` per function call the model made
+    (executed or denied), `session_end` last. The contract's reference gives each
+    entry's fields (`v`, `session_id`, `seq`, `ts`, `kind`, `call_id`, `tool`,
+    `args_sha256`, `decision`, `checkpoint`, `result_sha256`, `effects`, `status`,
+    `prev`, `hash`) and how it is hashed. A malformed entry is a finding of the audit
+    check, not an invalid report. At most 100,000 entries."""
+
     count: StrictInt
+    """How many entries the harness wrote, a JSON integer. A count other than the number
+    of entries present (a trail cut short at its end) is the finding
+    `audit.count_mismatch`."""
+
     head: str | None = None
+    """The `hash` of the last entry. A trail whose last hash is not this one (null
+    included) is the finding `audit.head_mismatch`."""
 
 
 class Signature(_Model):
+    """The report's signature: who produced it, when the verifier holds the agent's key."""
+
     alg: Literal["hmac-sha256", "ed25519"]
+    """`ed25519` (proves which key signed) or `hmac-sha256` (proves only that someone
+    holding the shared secret did)."""
+
     key_id: str | None = None
+    """Which key signed, as the harness names it; recorded in the verdict's signature
+    details. The verifier tries every key configured for the agent, whatever this says."""
+
     value: str
+    """The signature, base64, over the JCS form (RFC 8785) of the report without its
+    `signature` field."""
 
 
 class ReportDoc(_Model):
-    """The JSON document, as the contract names its fields."""
+    """A session report: what the agent claims (its `status` and `changes`), the model's
+    turns (`trajectory`) and the harness's `audit` trail, which the verifier holds
+    against each other and against the repository before it says whether the work was
+    delivered. Fields not named here are kept and ignored; `extensions` is reserved for
+    them. The document is RFC 8259 JSON in UTF-8: `NaN`, a key given twice or a lone
+    surrogate makes it invalid, and so does a size over the verifier's
+    `max_report_bytes` (20 MB by default).
+    """
 
     schema_version: Literal["1"]
+    """The contract's version, `"1"`. A report without it, or with another, is refused."""
+
     session_id: SessionId
+    """The session's id, unique per harness installation: 1 to 128 characters of
+    `A-Z a-z 0-9 . _ : -`. The store keys sessions by it: the same bytes again are the
+    same session, other bytes under a stored id are refused. Every trail entry names
+    it, and the trail's genesis hash is made from it."""
+
     agent: Agent
+    """Who ran the session: the agent's name, version, model and tool profile."""
+
     task: str | None = None
+    """The instruction the agent was given. Shown with the session, not checked."""
+
     repo: Repo
+    """The repository the session worked in, and its base and head commits."""
+
     started_at: Timestamp
+    """When the session started: an RFC 3339 date-time in UTC, ending in `Z` or
+    `+00:00`; another offset, or a number, is refused."""
+
     ended_at: Timestamp
+    """When the session ended, as `started_at`. Sessions are listed and counted by it."""
+
     status: Text
+    """The agent's own verdict: `done`, `turns_exhausted`, `budget_exhausted`,
+    `loop_detected`, `timeout`, `error` or `cancelled`; a French harness's `terminé`,
+    `tours épuisés`, `budget épuisé`, `boucle détectée` and `délai dépassé` are aliases
+    of the first five. Only `done` (or `terminé`) counts as done; an unknown status is
+    kept as given and counts as not done. Done is what the agent says; delivered is what
+    the verifier proves. Must not contain NUL."""
+
     final_text: str | None = None
+    """The model's last text. Recorded, not checked."""
+
     usage: Usage | None = None
+    """What the session consumed. Recorded, not checked."""
+
     changes: list[ClaimedChange]
+    """Every file the agent claims to have changed between the base and the head;
+    required, and may be empty. The changes check holds each claim against the
+    repository, and a change outside the claims fails it. At most 100,000."""
+
     tests: AgentTests | None = None
+    """What the agent says it ran. Recorded, never trusted: the verifier runs the
+    repository's tests itself."""
+
     trajectory: AnyTrajectoryDoc
+    """Every model turn as the google-genai SDK returned it, in one of two formats told
+    apart by `format`: `gemini-contents` (a loop's `contents`) or `gemini-interaction`
+    (the steps of one Interactions API `Interaction`)."""
+
     audit: AuditDoc
+    """The hash-chained audit trail the harness wrote as it executed the calls."""
+
     signature: Signature | None = None
+    """The report's signature, over its JCS form without this field. Required of an
+    agent the verifier has keys for (`[agents.NAME]`): unsigned or badly signed, its
+    report is refused at ingest and never takes its session id. For an agent without
+    keys it is noted as unverified, and anyone may post first under its session ids."""
+
     extensions: dict[str, Any] | None = None
+    """Free: whatever else the harness keeps with the report. Kept, never read."""
 
 
 class Report:
@@ -522,17 +732,33 @@ def _invalid(exc: ValidationError) -> InvalidReport:
 
 
 def json_schema() -> dict[str, Any]:
-    """The JSON Schema of report v1, generated from the models."""
-    schema = ReportDoc.model_json_schema(mode="validation")
+    """The JSON Schema of report v1, generated from the models, each paragraph of a
+    description on one line."""
+    schema: dict[str, Any] = _unwrapped(ReportDoc.model_json_schema(mode="validation"))
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = "https://verifier.invalid/schemas/session-report-v1.json"
     schema["title"] = "Session report v1"
     return schema
 
 
+def _unwrapped(node: Any) -> Any:
+    """`node` with the lines of each paragraph of its descriptions joined.
+
+    A docstring is wrapped at the source's width; the schema's readers (an editor's
+    tooltip, a generated page) wrap it at their own.
+    """
+    if isinstance(node, list):
+        return [_unwrapped(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: _unwrapped(value) for key, value in node.items()}
+    text = node.get("description")
+    if isinstance(text, str):  # not a property named "description", whose value is a schema
+        paragraphs = text.split("\n\n")
+        out["description"] = "\n\n".join(" ".join(p.split("\n")) for p in paragraphs)
+    return out
+
+
 def schema_text() -> str:
+    """The schema as committed: indented, keys sorted, non-ASCII kept, a final newline."""
     return json.dumps(json_schema(), indent=2, ensure_ascii=False, sort_keys=True) + "\n"
-
-
-if __name__ == "__main__":  # pragma: no cover - `make schema`
-    sys.stdout.write(schema_text())

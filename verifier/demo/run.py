@@ -34,7 +34,7 @@ from verifier.agent.harness import (
     model_turn,
     run_session,
 )
-from verifier.agent.loop import Limits
+from verifier.agent.loop import SessionLimits
 from verifier.agent.model import Model
 from verifier.agent.tools import command_argv
 from verifier.app.pipeline import verify_report
@@ -85,7 +85,7 @@ BUGGY = "    return a + b\n"
 FIXED = "    return a - b\n"
 PYTEST = ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider"]
 #: A live session's bounds: the loop's turns, a token budget, a wall-clock limit.
-LIVE_LIMITS = Limits(max_turns=25, token_budget=400_000, max_seconds=300)
+LIVE_LIMITS = SessionLimits(max_turns=25, token_budget=400_000, max_seconds=300)
 
 
 def _fix(call_id: str = "c2") -> list[Any]:

@@ -25,6 +25,7 @@ from verifier.app.gate import (
     Verdict,
     repository_path,
 )
+from verifier.checks import registered
 from verifier.findings import Finding
 
 FORMATS = ("text", "json", "junit", "github", "sarif")
@@ -45,12 +46,11 @@ GATE_RULES = {
     "gate.missing": "The session was named, but no store or server holds it.",
     "gate.no_session": "No session was selected.",
 }
+# What found a finding, by the first part of its code: each check declares its own.
 CHECK_OF_PREFIX = {
-    "change": "the changes check: claimed file changes against the git repository",
-    "tests": "the tests check: the repository's test command on the head state",
-    "audit": "the audit check: the harness's hash-chained audit trail",
-    "replay": "the replay check: the model's edit requests replayed on the base files",
-    "profile": "the replay check's tool profile: a call it cannot read",
+    prefix.removesuffix("."): found_by
+    for check in registered()
+    for prefix, found_by in check.prefixes.items()
 }
 
 

@@ -57,7 +57,7 @@ from verifier.service.dashboard import router as dashboard
 from verifier.service.metrics import CONTENT_TYPE, Metrics
 from verifier.store import Counts as StoreCounts
 from verifier.store import Listed, RunRow, SessionFilter, SessionRow, Store
-from verifier.store.db import HEAD_REVISION
+from verifier.store.engine import HEAD_REVISION
 from verifier.store.overrides import OverrideRow, overridden_count, overrides, record_override
 from verifier.store.probes import schema_revision
 from verifier.store.queue import Queue

@@ -1,9 +1,15 @@
-"""The store: reports as received, and every verification run of them.
+"""The `Store`: reports as received, and every verification run of them.
 
-`Store.open(url)` connects to SQLite or PostgreSQL. A SQLite file is created and
-migrated on first use; any other database must already be at the head revision
-(`verifier db upgrade`), so that several workers never race to migrate it.
-Callers get frozen rows (`SessionRow`, `RunRow`, `Counts`), never ORM objects.
+`Store.open(url)` connects to SQLite or PostgreSQL (`verifier.store.engine`): a
+SQLite file is created and migrated on first use; any other database must
+already be at the head revision (`verifier db upgrade`), so that several workers
+never race to migrate it. Its methods are the queries of a session's life:
+`ingest` a report once, `record_run` a verification, read sessions back
+(`listed`, `find_sessions`, `session_lines`), their runs and findings, the
+reports that could not be read, and the cached blob digests. Callers get frozen
+rows (`verifier.store.rows`), never ORM objects. The counts behind `stats` are
+kept by `verifier.store.stats`; tokens, overrides, webhooks and the witness
+keep their tables through a `Store` in modules of their own.
 """
 
 from __future__ import annotations
@@ -12,308 +18,46 @@ import base64
 import dataclasses
 import hashlib
 import json
-import sqlite3
-import threading
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
+from datetime import UTC, date, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import (
-    ColumnElement,
-    Connection,
-    Engine,
-    Select,
-    and_,
-    create_engine,
-    event,
-    func,
-    insert,
-    inspect,
-    or_,
-    select,
-)
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.engine.interfaces import DBAPIConnection
-from sqlalchemy.exc import (
-    ArgumentError,
-    IntegrityError,
-    InterfaceError,
-    NoSuchModuleError,
-    OperationalError,
-)
+from sqlalchemy import ColumnElement, Connection, Engine, Select, and_, func, insert, or_, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
-from sqlalchemy.pool import ConnectionPoolEntry
 
-from verifier import resources
-from verifier.errors import (
-    BadRequest,
-    ConfigError,
-    InfrastructureError,
-    LostJob,
-    NotFound,
-    ReportPruned,
-    SessionConflict,
-)
+from verifier.errors import BadRequest, LostJob, NotFound, ReportPruned, SessionConflict
 from verifier.findings import CheckStatus, DeliveryStatus, Finding, Verification
+from verifier.store import stats as counting
+from verifier.store.engine import at_head, make_engine, reachable
 from verifier.store.models import (
     BlobDigestModel,
     CheckResultModel,
     FindingModel,
     RejectedReportModel,
     RunModel,
-    SessionCountModel,
     SessionModel,
     utcnow,
 )
+from verifier.store.rows import (
+    CONCLUSIVE,
+    DELIVERY_STATUSES,
+    MAX_PAGE,
+    Counts,
+    Listed,
+    Page,
+    RejectedRow,
+    RunRow,
+    SessionFilter,
+    SessionLine,
+    SessionRow,
+    Stats,
+)
 
 if TYPE_CHECKING:  # the contract's models load the google-genai SDK; the store never needs it
-    from alembic.config import Config as AlembicConfig
-
     from verifier.contract.report import Report
-
-MIGRATIONS_DIR = resources.migrations_dir()
-# The newest migration. Opening a store that is already there needs no Alembic (whose
-# import costs half a second of every command); a test keeps this equal to Alembic's head.
-HEAD_REVISION = "0007"
-GROUP_BY = ("day", "week", "agent", "model", "repo")
-MAX_PAGE = 500
-SQLITE_BUSY_TIMEOUT_MS = 30_000
-CONNECT_TIMEOUT_S = 10
-MIGRATION_LOCK_ID = 0x7665_7269  # any constant: PostgreSQL advisory lock key for migrating
-# Alembic's `context` and `op` are module-level proxies: one command per process at a time.
-_ALEMBIC_COMMAND = threading.Lock()
-
-
-class NoStore(NotFound):
-    """A reader found no database where the configuration points: nothing stored yet."""
-
-    code = "no_store"
-
-
-@dataclass(frozen=True)
-class SessionRow:
-    """A stored session; the report bytes themselves come from `Store.report_bytes`."""
-
-    session_id: str
-    agent_name: str
-    agent_version: str | None
-    agent_model: str | None
-    tool_profile: str | None
-    repo_name: str
-    base_commit: str
-    head_commit: str | None
-    raw_status: str
-    status: str
-    done: bool
-    started_at: datetime
-    ended_at: datetime
-    report_sha256: str
-    ingested_at: datetime
-    branch: str | None = None
-    # pending (no run yet), delivered, not_delivered, inconclusive: see `Listed`.
-    delivery_status: str = "pending"
-    pruned_at: datetime | None = None
-    # A person's override (`verifier.store.overrides`), shown beside the computed
-    # verdict and never in place of it: delivered, not_delivered, or None.
-    override_status: str | None = None
-
-
-@dataclass(frozen=True)
-class RunRow:
-    """One verification run; `findings` in check order, then in each check's order."""
-
-    id: int
-    session_id: str
-    verifier_version: str
-    delivery_status: DeliveryStatus
-    checks: dict[str, CheckStatus]  # in the order the run reported them
-    started_at: datetime
-    finished_at: datetime
-    duration_s: float
-    result: dict[str, Any]
-    findings: tuple[Finding, ...]
-    # Why it ran (cli, ingest, reverify, retry, recheck), and the worker that ran it.
-    reason: str | None = None
-    worker: str | None = None
-
-
-CONCLUSIVE = (DeliveryStatus.DELIVERED.value, DeliveryStatus.NOT_DELIVERED.value)
-
-
-@dataclass(frozen=True)
-class Listed:
-    """A session with its verdict: the latest conclusive run, and the latest run beside it.
-
-    An inconclusive run (a repository unmounted for a moment) never hides an earlier
-    conclusive verdict; `latest_run` says it happened.
-    """
-
-    session: SessionRow
-    verdict_run: RunRow | None
-    latest_run: RunRow | None
-
-    @property
-    def delivery_status(self) -> str:
-        """delivered, not_delivered, inconclusive (only ever inconclusive), or pending."""
-        if self.verdict_run is not None:
-            return self.verdict_run.delivery_status.value
-        return "pending" if self.latest_run is None else self.latest_run.delivery_status.value
-
-    @property
-    def effective_status(self) -> str:
-        """The override when one stands, else the computed `delivery_status`: what a
-        merge gate decides on. The stats count the computed verdict only."""
-        return self.session.override_status or self.delivery_status
-
-
-@dataclass(frozen=True)
-class Counts:
-    """Sessions by state, each judged by its latest conclusive verdict.
-
-    Both rates are over the conclusive sessions (delivered or not delivered) and
-    are None when there is none: sums divided once, never averages of rates.
-    `silent_failures` are done but not delivered. Sessions only ever inconclusive,
-    and sessions not verified yet (`pending`), stand beside the rates.
-    """
-
-    total: int = 0
-    done: int = 0
-    delivered: int = 0
-    not_delivered: int = 0
-    inconclusive: int = 0
-    pending: int = 0
-    silent_failures: int = 0
-    done_conclusive: int = 0
-
-    @property
-    def conclusive(self) -> int:
-        return self.delivered + self.not_delivered
-
-    @property
-    def done_rate(self) -> float | None:
-        return self.done_conclusive / self.conclusive if self.conclusive else None
-
-    @property
-    def delivered_rate(self) -> float | None:
-        return self.delivered / self.conclusive if self.conclusive else None
-
-    def __add__(self, other: Counts) -> Counts:
-        return Counts(
-            *(getattr(self, f.name) + getattr(other, f.name) for f in dataclasses.fields(self))
-        )
-
-    @classmethod
-    def of(cls, done: bool, delivery_status: str, sessions: int) -> Counts:
-        """The counts of `sessions` sessions in one state."""
-        delivered = delivery_status == "delivered"
-        not_delivered = delivery_status == "not_delivered"
-        return cls(
-            total=sessions,
-            done=sessions if done else 0,
-            delivered=sessions if delivered else 0,
-            not_delivered=sessions if not_delivered else 0,
-            inconclusive=sessions if delivery_status == "inconclusive" else 0,
-            pending=sessions if delivery_status == "pending" else 0,
-            silent_failures=sessions if done and not_delivered else 0,
-            done_conclusive=sessions if done and (delivered or not_delivered) else 0,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "total": self.total,
-            "done": self.done,
-            "delivered": self.delivered,
-            "not_delivered": self.not_delivered,
-            "inconclusive": self.inconclusive,
-            "pending": self.pending,
-            "silent_failures": self.silent_failures,
-            "conclusive": self.conclusive,
-            "done_conclusive": self.done_conclusive,
-            "done_rate": self.done_rate,
-            "delivered_rate": self.delivered_rate,
-        }
-
-
-@dataclass(frozen=True)
-class Group:
-    """The counts of one group of `Store.stats`: a day (YYYY-MM-DD), a week (the
-    ISO week's Monday), an agent, a model ('' for none) or a repository."""
-
-    key: str
-    counts: Counts
-
-
-@dataclass(frozen=True)
-class Stats:
-    totals: Counts
-    groups: list[Group] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class SessionFilter:
-    """What `Store.find_sessions` keeps; every field optional, all given must hold."""
-
-    agent: str | None = None
-    model: str | None = None
-    repo: str | None = None
-    agent_status: str | None = None
-    done: bool | None = None
-    delivery_status: str | None = None
-    head_commit: str | None = None
-    branch: str | None = None
-    ended_from: datetime | None = None
-    ended_to: datetime | None = None
-    # Any of these (a merge gate's selections): session ids, head commits (full SHAs).
-    session_ids: tuple[str, ...] | None = None
-    head_commits: tuple[str, ...] | None = None
-
-
-@dataclass(frozen=True)
-class Page:
-    items: list[Listed]
-    next_cursor: str | None
-
-
-@dataclass(frozen=True)
-class SessionLine:
-    """A session as an export or a merge gate reads many: its row, its verdict, the
-    verdict run's id and end, and the first finding of the run its verdict shows
-    (the verdict run, else the latest), without loading runs, checks and findings."""
-
-    session: SessionRow
-    verdict_run_id: int | None
-    verified_at: datetime | None
-    first_finding_code: str | None
-    # The run the verdict shows: the verdict run, else the latest (inconclusive) one.
-    run_id: int | None = None
-
-    @property
-    def delivery_status(self) -> str:
-        return self.session.delivery_status
-
-    @property
-    def effective_status(self) -> str:
-        return self.session.override_status or self.session.delivery_status
-
-
-@dataclass(frozen=True)
-class RejectedRow:
-    id: int
-    received_at: datetime
-    source: str
-    field: str
-    problem: str
-    report_sha256: str
-    report_size: int
-
-
-DELIVERY_STATUSES = ("pending", "delivered", "not_delivered", "inconclusive")
 
 
 class Store:
@@ -322,7 +66,7 @@ class Store:
     def __init__(self, engine: Engine, read_only: bool = False) -> None:
         self._engine = engine
         self._read_only = read_only
-        self._count_upsert = _count_upsert(engine.dialect.name)
+        self._count_upsert = counting.count_upsert(engine.dialect.name)
         self._sessions = sessionmaker(engine, expire_on_commit=False)
 
     @classmethod
@@ -336,19 +80,14 @@ class Store:
         """
         engine = make_engine(url, read_only=read_only)
         try:
-            with _reachable(engine):
-                if _stored_revisions(engine) == (HEAD_REVISION,):
-                    pass
-                elif engine.dialect.name == "sqlite" and not read_only:
-                    _upgrade(engine)
-                else:
-                    _require_head(engine)
+            at_head(engine, read_only=read_only)
         except BaseException:
             engine.dispose()
             raise
         return cls(engine, read_only)
 
     def close(self) -> None:
+        """Close every connection of the store; it is not used after this."""
         self._engine.dispose()
 
     def __enter__(self) -> Store:
@@ -388,7 +127,7 @@ class Store:
         # Core statements on one connection, not the ORM's unit of work: a third of the
         # time per report (tests/benchmarks/store_ingest.py), and ingest is the hot path.
         try:
-            with _reachable(self._engine), self._engine.begin() as connection:
+            with reachable(self._engine), self._engine.begin() as connection:
                 if self.dialect == "sqlite":
                     connection.exec_driver_sql("BEGIN IMMEDIATE")
                 by_id = _SESSIONS.c.session_id == report.session_id
@@ -493,7 +232,7 @@ class Store:
         """Add `delta` to the sessions counted in `status` for `stored`, in each dimension."""
         session.execute(
             self._count_upsert,
-            _count_rows(
+            counting.count_rows(
                 stored.ended_at,
                 stored.agent_name,
                 stored.agent_model,
@@ -533,6 +272,7 @@ class Store:
             return row.id
 
     def get_session(self, session_id: str) -> SessionRow:
+        """The stored session `session_id`; `NotFound` when there is none."""
         stored = self._find_session(session_id)
         if stored is None:
             raise NotFound(f"session {session_id!r} is not stored")
@@ -771,87 +511,17 @@ class Store:
         repo: str | None = None,
     ) -> Stats:
         """Counts of the sessions that ended from `day_from` to `day_to` (both included,
-        UTC days), in all and by `group_by` (day, week, agent, model, repo), of one
-        agent, model ('' for none) or repository when given.
-
-        Read from `session_counts`, never from the sessions, when at most one of agent,
-        model and repo is given and the grouping is by time or by that same dimension:
-        the cost is the number of days times the values of one dimension, whatever the
-        number of sessions. Other combinations count the matching sessions themselves.
-        """
-        if group_by is not None and group_by not in GROUP_BY:
-            raise BadRequest("group_by", f"must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
-        if day_from is not None and day_to is not None and day_from > day_to:
-            raise BadRequest("from", f"{day_from} is after to={day_to}")
-        wanted = {
-            d: k for d, k in (("agent", agent), ("model", model), ("repo", repo)) if k is not None
-        }
-        if len(wanted) > 1 or (wanted and group_by not in (None, "day", "week", *wanted)):
-            return self._stats_from_sessions(day_from, day_to, group_by, wanted)
-        # Totals, days and weeks read the `all` rows; an agent breakdown the `agent` rows.
-        if wanted:
-            [(dimension, key)] = wanted.items()
-        else:
-            dimension = group_by if group_by in ("agent", "model", "repo") else "all"
-            key = None
-        keys = {
-            None: [],
-            "day": [SessionCountModel.day],
-            "week": [SessionCountModel.day],
-        }.get(group_by, [SessionCountModel.key])
-        query = (
-            select(
-                *keys,
-                SessionCountModel.done,
-                SessionCountModel.delivery_status,
-                func.sum(SessionCountModel.sessions),
-            )
-            .where(SessionCountModel.dimension == dimension)
-            .group_by(*keys, SessionCountModel.done, SessionCountModel.delivery_status)
+        UTC days), in all and by `group_by`, of one agent, model or repository when
+        given: `verifier.store.stats.stats`, which says how they are read."""
+        return counting.stats(
+            self,
+            day_from=day_from,
+            day_to=day_to,
+            group_by=group_by,
+            agent=agent,
+            model=model,
+            repo=repo,
         )
-        if key is not None:
-            query = query.where(SessionCountModel.key == key)
-        if day_from is not None:
-            query = query.where(SessionCountModel.day >= day_from)
-        if day_to is not None:
-            query = query.where(SessionCountModel.day <= day_to)
-        with self._transaction() as session:
-            rows = session.execute(query).all()
-        return _stats(group_by, ((*key, done, status, n) for *key, done, status, n in rows))
-
-    def _stats_from_sessions(
-        self,
-        day_from: date | None,
-        day_to: date | None,
-        group_by: str | None,
-        wanted: dict[str, str],
-    ) -> Stats:
-        """`stats` for filters `session_counts` cannot answer: one row per matching session."""
-        columns = {"agent": SessionModel.agent_name, "model": SessionModel.agent_model}
-        columns["repo"] = SessionModel.repo_name
-        conditions = [
-            (func.coalesce(columns[d], "") if d == "model" else columns[d]) == k
-            for d, k in wanted.items()
-        ]
-        if day_from is not None:
-            conditions.append(SessionModel.ended_at >= _day_start(day_from))
-        if day_to is not None:
-            conditions.append(SessionModel.ended_at < _day_start(day_to + timedelta(days=1)))
-        keys = (
-            []
-            if group_by is None
-            else [SessionModel.ended_at if group_by in ("day", "week") else columns[group_by]]
-        )
-        query = select(*keys, SessionModel.done, SessionModel.delivery_status).where(*conditions)
-        with self._transaction() as session:
-            rows = session.execute(query).all()
-
-        def key_of(value: Any) -> Any:
-            if group_by in ("day", "week"):
-                return value.astimezone(UTC).date()
-            return "" if value is None else value
-
-        return _stats(group_by, ((*(key_of(k) for k in key), d, s, 1) for *key, d, s in rows))
 
     def rejected(self, *, limit: int = 50, before_id: int | None = None) -> list[RejectedRow]:
         """Reports that could not be read, newest first; `before_id` pages."""
@@ -931,7 +601,7 @@ class Store:
         """One transaction. `write`: one that reads then writes; on SQLite it takes
         the write lock at once (BEGIN IMMEDIATE), as a reader that later writes can
         find its snapshot stale and fail instead of waiting."""
-        with _reachable(self._engine), self._sessions.begin() as session:
+        with reachable(self._engine), self._sessions.begin() as session:
             if write and self.dialect == "sqlite":
                 session.connection().exec_driver_sql("BEGIN IMMEDIATE")
             yield session
@@ -980,7 +650,7 @@ class Store:
             )
         connection.execute(
             self._count_upsert,
-            _count_rows(
+            counting.count_rows(
                 doc.ended_at,
                 doc.agent.name,
                 doc.agent.model,
@@ -991,242 +661,6 @@ class Store:
             ),
         )
         return SessionRow(**{k: v for k, v in values.items() if k in _SESSION_ROW_NAMES})
-
-
-def make_engine(url: str, *, read_only: bool = False) -> Engine:
-    """An engine for `url`; for SQLite, the file's folder is created and pragmas set.
-
-    `read_only`: a SQLite file is opened with ``mode=ro`` (``immutable=1`` when even
-    that fails, as on a read-only mount where no lock file can be made), never
-    created; PostgreSQL sessions are ``default_transaction_read_only``.
-    """
-    try:
-        parsed = make_url(url)
-    except ArgumentError as exc:
-        # The message of `exc` does not repeat the URL, which may hold a password.
-        raise ConfigError(f"database URL is not valid: {exc}") from None
-    try:
-        if parsed.get_backend_name() != "sqlite":
-            connect_args: dict[str, Any] = {}
-            if parsed.get_backend_name() == "postgresql":
-                connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
-                if read_only:
-                    connect_args["options"] = "-c default_transaction_read_only=on"
-            return create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
-        if read_only:
-            return _read_only_sqlite(parsed)
-        engine = create_engine(parsed)
-    except (NoSuchModuleError, ImportError) as exc:
-        masked = parsed.render_as_string(hide_password=True)
-        raise ConfigError(f"database URL {masked}: no driver for it ({exc})") from None
-    database = parsed.database or ""
-    if database not in ("", ":memory:") and not database.startswith("file:"):
-        try:
-            Path(database).parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise InfrastructureError(f"cannot create the folder of {database}: {exc}") from None
-    event.listen(engine, "connect", _sqlite_pragmas)
-    return engine
-
-
-def _read_only_sqlite(parsed: URL) -> Engine:
-    database = parsed.database or ""
-    if database in ("", ":memory:") or database.startswith("file:"):
-        raise ConfigError(f"a read-only store needs a SQLite file, not {database or 'memory'!r}")
-    path = Path(database).resolve()
-    if not path.is_file():
-        raise NoStore(f"no store at {str(path)!r}: nothing has been stored there yet")
-
-    def connect() -> sqlite3.Connection:
-        uri = f"{path.as_uri()}?mode=ro"
-        try:
-            connection = sqlite3.connect(uri, uri=True, check_same_thread=False)
-            connection.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
-        except sqlite3.OperationalError:
-            # A WAL database on a read-only mount cannot make its shared-memory file.
-            connection = sqlite3.connect(f"{uri}&immutable=1", uri=True, check_same_thread=False)
-        connection.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-        return connection
-
-    return create_engine(f"sqlite:///{path}", creator=connect)
-
-
-def alembic_config(connection: Connection | None = None) -> AlembicConfig:
-    """The Alembic configuration of the store, built in code; `connection` is used if given."""
-    from alembic.config import Config as AlembicConfig
-
-    config = AlembicConfig()
-    config.set_main_option("script_location", str(MIGRATIONS_DIR).replace("%", "%%"))
-    if connection is not None:
-        config.attributes["connection"] = connection
-    return config
-
-
-@contextmanager
-def migration_connection(engine: Engine) -> Iterator[Connection]:
-    """A connection in one transaction for migrating, committed when the block succeeds.
-
-    A lock is taken first so that two migrations of one database run one after
-    the other: SQLite's write lock, PostgreSQL's transaction advisory lock. On
-    SQLite, foreign keys are off while batch migrations copy and drop tables,
-    and checked before commit.
-    """
-    sqlite = engine.dialect.name == "sqlite"
-    with engine.connect() as connection:
-        if sqlite:
-            connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
-            connection.exec_driver_sql("BEGIN IMMEDIATE")
-        elif engine.dialect.name == "postgresql":
-            connection.execute(select(func.pg_advisory_xact_lock(MIGRATION_LOCK_ID)))
-        try:
-            yield connection
-            if sqlite and connection.exec_driver_sql("PRAGMA foreign_key_check").first():
-                raise ConfigError("migration left rows whose foreign keys do not resolve")
-            connection.commit()
-        finally:
-            if sqlite:
-                connection.rollback()
-                connection.exec_driver_sql("PRAGMA foreign_keys=ON")
-
-
-def upgrade(url: str) -> None:
-    """Migrate the database at `url` to the head revision (`verifier db upgrade`)."""
-    engine = make_engine(url)
-    try:
-        with _reachable(engine):
-            _upgrade(engine)
-    finally:
-        engine.dispose()
-
-
-def current_revision(url: str) -> str | None:
-    """The revision the database at `url` is at; None when it was never migrated."""
-    engine = make_engine(url)
-    try:
-        with _reachable(engine):
-            revisions = _stored_revisions(engine)
-        return revisions[0] if revisions else None
-    finally:
-        engine.dispose()
-
-
-def head_revision() -> str:
-    """The revision this verifier's models correspond to, as Alembic finds it."""
-    from alembic.script import ScriptDirectory
-
-    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
-    assert head is not None, f"no migration in {MIGRATIONS_DIR}"
-    return head
-
-
-def _upgrade(engine: Engine) -> None:
-    from alembic import command
-    from alembic.util import CommandError
-
-    with migration_connection(engine) as connection, _ALEMBIC_COMMAND:
-        try:
-            command.upgrade(alembic_config(connection), "head")
-        except CommandError as exc:
-            raise ConfigError(
-                f"cannot migrate database {_masked(engine)}: {exc} "
-                "(was it migrated by a newer verifier?)"
-            ) from None
-
-
-def _stored_revisions(engine: Engine) -> tuple[str, ...]:
-    """The revisions in Alembic's version table; empty when never migrated."""
-    with engine.connect() as connection:
-        if not inspect(connection).has_table("alembic_version"):
-            return ()
-        rows = connection.exec_driver_sql("SELECT version_num FROM alembic_version").all()
-    return tuple(sorted(row[0] for row in rows))
-
-
-def _require_head(engine: Engine) -> None:
-    current = _stored_revisions(engine)
-    head = HEAD_REVISION
-    if current != (head,):
-        found = ", ".join(current) or "no revision (never migrated)"
-        raise ConfigError(
-            f"database {_masked(engine)} is at {found}, this verifier needs revision {head}: "
-            "run `verifier db upgrade`"
-        )
-
-
-@contextmanager
-def _reachable(engine: Engine) -> Iterator[None]:
-    """Turn a database we cannot talk to into an `InfrastructureError`."""
-    try:
-        yield
-    except (OperationalError, InterfaceError) as exc:
-        reason = str(exc.orig).strip() or type(exc.orig).__name__
-        raise InfrastructureError(f"database {_masked(engine)} cannot be used: {reason}") from exc
-
-
-def _masked(engine: Engine) -> str:
-    return engine.url.render_as_string(hide_password=True)
-
-
-def _sqlite_pragmas(dbapi_connection: DBAPIConnection, record: ConnectionPoolEntry) -> None:
-    cursor = dbapi_connection.cursor()
-    for pragma in (f"busy_timeout={SQLITE_BUSY_TIMEOUT_MS}", "foreign_keys=ON", "journal_mode=WAL"):
-        cursor.execute(f"PRAGMA {pragma}")
-    cursor.close()
-
-
-COUNT_KEY = ("day", "dimension", "key", "done", "delivery_status")
-
-
-def _count_rows(
-    ended_at: datetime,
-    agent: str,
-    model: str | None,
-    repo: str,
-    done: bool,
-    status: str,
-    delta: int,
-) -> list[dict[str, Any]]:
-    """The `session_counts` rows one session counts in: one per dimension."""
-    day = ended_at.astimezone(UTC).date()
-    keys = {"all": "", "agent": agent, "model": model or "", "repo": repo}
-    return [
-        {
-            "day": day,
-            "dimension": dimension,
-            "key": key,
-            "done": done,
-            "delivery_status": status,
-            "sessions": delta,
-        }
-        for dimension, key in keys.items()
-    ]
-
-
-def _stats(group_by: str | None, rows: Iterable[tuple[Any, ...]]) -> Stats:
-    """Totals and groups of (group key..., done, delivery status, sessions) rows."""
-    totals = Counts()
-    groups: dict[str, Counts] = {}
-    for row in rows:
-        *key, done, status, n = row
-        counts = Counts.of(bool(done), status, int(n or 0))
-        totals += counts
-        if key:
-            name = _group_key(group_by, key[0])
-            groups[name] = groups.get(name, Counts()) + counts
-    return Stats(totals, [Group(k, c) for k, c in sorted(groups.items()) if c.total])
-
-
-def _day_start(day: date) -> datetime:
-    return datetime(day.year, day.month, day.day, tzinfo=UTC)
-
-
-def _group_key(group_by: str | None, value: Any) -> str:
-    if group_by in ("day", "week"):
-        day = value if isinstance(value, date) else date.fromisoformat(str(value))
-        if group_by == "week":
-            day -= timedelta(days=day.weekday())
-        return day.isoformat()
-    return str(value)
 
 
 def _filter_conditions(filters: SessionFilter) -> list[ColumnElement[bool]]:
@@ -1278,16 +712,6 @@ def _decode_cursor(cursor: str) -> tuple[datetime, str]:
     except (ValueError, TypeError, OverflowError, UnicodeDecodeError) as exc:
         raise BadRequest("cursor", f"not a cursor this server gave out ({exc})") from None
     return moment, session_id
-
-
-def _count_upsert(dialect: str) -> Any:
-    """`session_counts` += `sessions` for one key, as one statement with bound values."""
-    table = SessionModel.metadata.tables["session_counts"]
-    statement = (pg_insert if dialect == "postgresql" else sqlite_insert)(table)
-    return statement.on_conflict_do_update(
-        index_elements=list(COUNT_KEY),
-        set_={"sessions": table.c.sessions + statement.excluded.sessions},
-    )
 
 
 _SESSIONS = SessionModel.metadata.tables["sessions"]

@@ -23,7 +23,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime
 from typing import Any
@@ -45,13 +45,14 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import make_url
 from sqlalchemy.engine.interfaces import DBAPIConnection
-from sqlalchemy.exc import ArgumentError, InterfaceError, OperationalError
+from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.types import Integer, String, Text
 
 from verifier.errors import BadRequest, ConfigError, InfrastructureError
 from verifier.moments import parse_moment, utc_text
-from verifier.store.db import Store, make_engine, upgrade
+from verifier.store.db import Store
+from verifier.store.engine import make_engine, masked, reachable, upgrade
 from verifier.store.models import Base
 
 Progress = Callable[[str], None]
@@ -98,6 +99,8 @@ class PrunePlan:
 
 @dataclass(frozen=True)
 class PruneResult:
+    """What a `prune` did, as its admin log entry (`admin_log_id`) records it."""
+
     before: datetime
     pruned_at: datetime
     sessions: int
@@ -109,9 +112,11 @@ class PruneResult:
 
     @property
     def bytes_freed(self) -> int:
+        """Report bytes and test output bytes dropped, together."""
         return self.report_bytes + self.log_bytes
 
     def to_dict(self) -> dict[str, Any]:
+        """The result as ``verifier prune --format json`` prints it (times in UTC)."""
         data = asdict(self)
         data["before"] = utc_text(self.before)
         data["pruned_at"] = utc_text(self.pruned_at)
@@ -320,6 +325,8 @@ def _append_admin_log(store: Store, *, actor: str, action: str, detail: dict[str
 
 @dataclass(frozen=True)
 class TableCopy:
+    """One table copied: its rows, and the hash both sides agreed on."""
+
     table: str
     rows: int
     sha256: str  # over the rows in primary-key order, the same on both sides
@@ -327,6 +334,8 @@ class TableCopy:
 
 @dataclass(frozen=True)
 class CopyResult:
+    """A copy that was checked and committed: every table, and the reports read back."""
+
     source: str  # URLs with their password masked
     target: str
     tables: tuple[TableCopy, ...]
@@ -336,6 +345,7 @@ class CopyResult:
     seconds: float
 
     def to_dict(self) -> dict[str, Any]:
+        """The result as ``verifier db copy --format json`` prints it."""
         data = asdict(self)
         data["verified"] = True
         data["seconds"] = round(self.seconds, 3)
@@ -373,12 +383,12 @@ def copy_store(
     _snapshot_reads(source)
     target = make_engine(target_url)
     try:
-        with _reachable(target):
+        with reachable(target):
             _require_empty(target)  # before migrating: never add our tables to another's database
-        say(f"migrating {_masked(target)} to the head revision")
+        say(f"migrating {masked(target)} to the head revision")
         upgrade(target_url)
         tables = list(Base.metadata.sorted_tables)
-        with _reachable(source, target), source.connect() as src, target.begin() as dst:
+        with reachable(source, target), source.connect() as src, target.begin() as dst:
             # Raising inside the block rolls the target back: it stays empty.
             copied = [_copy_table(src, dst, t, say, batch_rows, batch_bytes) for t in tables]
             src.rollback()  # the snapshot's end: the source was only read
@@ -396,8 +406,8 @@ def copy_store(
         source.dispose()
         target.dispose()
     return CopyResult(
-        source=_masked(source),
-        target=_masked(target),
+        source=masked(source),
+        target=masked(target),
         tables=tuple(copied),
         reports_checked=checked,
         reports_pruned=pruned,
@@ -612,28 +622,13 @@ def _require_empty(engine: Engine) -> None:
         )
         if foreign:
             raise ConfigError(
-                f"--to: {_masked(engine)} is not empty: it has tables that are not the "
+                f"--to: {masked(engine)} is not empty: it has tables that are not the "
                 f"verifier's ({', '.join(foreign[:5])}); copy into a new, empty database"
             )
         for name in sorted(ours & set(present)):
             rows = connection.scalar(select(func.count()).select_from(Base.metadata.tables[name]))
             if rows:
                 raise ConfigError(
-                    f"--to: {_masked(engine)} is not empty: table {name} has {rows:,} rows; "
+                    f"--to: {masked(engine)} is not empty: table {name} has {rows:,} rows; "
                     "copy into a new, empty database"
                 )
-
-
-@contextmanager
-def _reachable(*engines: Engine) -> Iterator[None]:
-    """Either database unreachable is an `InfrastructureError` naming both (passwords masked)."""
-    try:
-        yield
-    except (OperationalError, InterfaceError) as exc:
-        names = " or ".join(_masked(e) for e in engines)
-        reason = str(exc.orig).strip() or type(exc.orig).__name__
-        raise InfrastructureError(f"database {names} cannot be used: {reason}") from exc
-
-
-def _masked(engine: Engine) -> str:
-    return engine.url.render_as_string(hide_password=True)

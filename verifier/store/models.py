@@ -58,6 +58,7 @@ class UTCDateTime(TypeDecorator[datetime]):
     cache_ok = True
 
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """`value` in UTC for the database (naive for SQLite); a naive `value` is refused."""
         if value is None:
             return None
         if value.tzinfo is None or value.utcoffset() is None:
@@ -66,6 +67,7 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
     def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """The stored moment, aware and in UTC."""
         if value is None:
             return None
         if value.tzinfo is None:
@@ -74,10 +76,13 @@ class UTCDateTime(TypeDecorator[datetime]):
 
 
 def utcnow() -> datetime:
+    """Now, aware and in UTC: the default of the models' time columns."""
     return datetime.now(UTC)
 
 
 class Base(DeclarativeBase):
+    """The models' base: one metadata, its constraint names from `NAMING_CONVENTION`."""
+
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
 

@@ -27,6 +27,8 @@ OVERRIDE_STATUSES = ("delivered", "not_delivered", "cleared")
 
 @dataclass(frozen=True)
 class OverrideRow:
+    """One override of a session's verdict: who set which status, when and why."""
+
     id: int
     session_id: str
     at: datetime
@@ -35,6 +37,7 @@ class OverrideRow:
     reason: str
 
     def to_dict(self) -> dict[str, str | int]:
+        """The override as the API and the evidence bundle give it."""
         return {
             "id": self.id,
             "session_id": self.session_id,

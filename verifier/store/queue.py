@@ -82,7 +82,9 @@ class Queue(Protocol):
         """None when jobs can be queued; otherwise why not (for /readyz)."""
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the queue's connections or threads; nothing is queued after this."""
+        ...
 
 
 def libpq_conninfo(url: str) -> str:
@@ -144,16 +146,20 @@ class PostgresQueue:
         self._engine = create_engine(url, poolclass=NullPool)
 
     def on_insert(self, session_id: str, reason: str) -> Callable[[Connection], None]:
+        """Write the session's job in the transaction that stores it (see `Queue`)."""
+
         def write_job(connection: Connection) -> None:
             defer(connection, session_id, reason)
 
         return write_job
 
     def enqueue(self, session_id: str, reason: str, *, after_run: int | None = None) -> bool:
+        """Write a job in a transaction of its own; False when one already waits."""
         with self._engine.begin() as connection:
             return defer(connection, session_id, reason, after_run) is not None
 
     def busy(self, session_ids: Collection[str]) -> set[str]:
+        """Those of `session_ids` with a job waiting or running in procrastinate's table."""
         if not session_ids:
             return set()
         with self._engine.connect() as connection:
@@ -161,6 +167,7 @@ class PostgresQueue:
             return {row[0] for row in rows}
 
     def reachable(self) -> str | None:
+        """None when the job table answers; otherwise why not."""
         try:
             with self._engine.connect() as connection:
                 found = connection.execute(text("SELECT to_regclass('procrastinate_jobs')"))
@@ -171,6 +178,7 @@ class PostgresQueue:
         return None
 
     def close(self) -> None:
+        """Close the queue's connections."""
         self._engine.dispose()
 
 
@@ -190,9 +198,12 @@ class LocalQueue:
         self._closed = False
 
     def on_insert(self, session_id: str, reason: str) -> None:
+        """None: a local queue cannot join the store's transaction."""
         return None  # the session's row is the job: `enqueue` once it is committed
 
     def enqueue(self, session_id: str, reason: str, *, after_run: int | None = None) -> bool:
+        """Hand the verification to the pool; False when the session is already queued
+        or the pool is stopped."""
         with self._lock:
             if self._closed or session_id in self._queued:
                 return False
@@ -206,6 +217,7 @@ class LocalQueue:
             return set(self._queued)
 
     def busy(self, session_ids: Collection[str]) -> set[str]:
+        """Those of `session_ids` waiting or being verified in this process."""
         return self.queued().intersection(session_ids)
 
     def _one(self, session_id: str, reason: str, after_run: int | None) -> None:
@@ -218,6 +230,7 @@ class LocalQueue:
                 self._queued.discard(session_id)
 
     def reachable(self) -> str | None:
+        """None while the pool takes work; why not once it is stopped."""
         return "the verification pool is stopped" if self._closed else None
 
     def close(self, wait: bool = True) -> None:

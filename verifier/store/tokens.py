@@ -1,29 +1,80 @@
 """API tokens and the admin log, kept in a `Store`.
 
-Only the SHA-256 of a token is stored (`verifier.service.auth`): a dump or a backup of
-the database grants no access. Creating and revoking a token appends its admin
-log entry in the same transaction, so the log never misses an act that took
-effect, and never records one that did not. The log itself is append-only:
-triggers refuse UPDATE and DELETE (migration 0004).
+A token is ``vrf_`` followed by 32 random bytes in URL-safe base64. The
+prefix lets secret scanners recognise a leaked token; the 256 random bits
+make guessing hopeless, so a plain SHA-256 (no salt, no slow hash) is enough
+to keep the database from holding anything that grants access: only that
+hash is stored, and a dump or a backup of the database grants no access.
+
+Each token carries one of `SCOPES` and is, at any moment, active, expired or
+revoked (`TokenRow.state`, the one place that rule is written). Which scope may
+do what is the service's policy (`verifier.service.auth`), not the store's.
+
+Creating and revoking a token appends its admin log entry in the same
+transaction, so the log never misses an act that took effect, and never records
+one that did not. The log itself is append-only: triggers refuse UPDATE and
+DELETE (migration 0004).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import re
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
-
-from sqlalchemy import select
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from verifier.errors import BadRequest, NotFound
-from verifier.service import auth
-from verifier.store.models import AdminLogModel, TokenModel
 
+# SQLAlchemy and the models load in the functions that query: the command line reads
+# SCOPES when it starts, and the token format and rule need no database.
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from verifier.store.db import Store
+    from verifier.store.models import AdminLogModel, TokenModel
+
+PREFIX: Final = "vrf_"
+# What a token may be granted; what each may do is `verifier.service.auth.allows`.
+SCOPES: Final = ("ingest", "read", "export", "admin")
+# secrets.token_urlsafe(32): 43 characters of the URL-safe base64 alphabet, no padding.
+_FORMAT = re.compile(r"vrf_[A-Za-z0-9_-]{43}")
+
+TokenState = Literal["active", "expired", "revoked"]
+
+
+def new_token() -> str:
+    """A fresh token: shown once to whoever creates it, never stored."""
+    return PREFIX + secrets.token_urlsafe(32)
+
+
+def token_sha256(token: str) -> str:
+    """What the store keeps of a token."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def well_formed(token: str) -> bool:
+    """True when `token` has the shape of one of ours: anything else is refused unlooked-up."""
+    return _FORMAT.fullmatch(token) is not None
+
+
+def same_hash(stored: str, presented: str) -> bool:
+    """Compare two token hashes in constant time.
+
+    The store finds a token by its hash; comparing again here costs nothing and
+    keeps the final decision free of timing differences, whatever the database does.
+    """
+    return hmac.compare_digest(stored.encode("ascii"), presented.encode("ascii"))
+
+
+def check_scope(scope: str) -> str:
+    """`scope` when it is one of `SCOPES`; `BadRequest` naming the choices otherwise."""
+    if scope not in SCOPES:
+        raise BadRequest("scope", f"unknown scope {scope!r}: expected one of {', '.join(SCOPES)}")
+    return scope
 
 
 @dataclass(frozen=True)
@@ -40,8 +91,9 @@ class TokenRow:
     # The agent an ingest token is bound to: it posts only that agent's reports and trails.
     agent: str | None = None
 
-    def state(self, now: datetime) -> str:
-        """active, expired or revoked."""
+    def state(self, now: datetime) -> TokenState:
+        """active, expired or revoked at `now`: a revoked token stays revoked whatever
+        its expiry, and a token expires at the moment of its `expires_at`."""
         if self.revoked_at is not None:
             return "revoked"
         if self.expires_at is not None and self.expires_at <= now:
@@ -74,7 +126,9 @@ def create_token(
 
     An ingest token may be bound to an `agent`: it posts only that agent's reports.
     """
-    auth.check_scope(scope)
+    from verifier.store.models import TokenModel
+
+    check_scope(scope)
     if not name.strip():
         raise BadRequest("name", "a token needs a name that is not blank")
     if agent is not None and (scope != "ingest" or not agent.strip()):
@@ -84,11 +138,11 @@ def create_token(
             else f"only ingest tokens are bound to an agent, got scope {scope!r}"
         )
         raise BadRequest("agent", problem)
-    secret = auth.new_token()
+    secret = new_token()
     model = TokenModel(
         name=name,
         scope=scope,
-        token_sha256=auth.token_sha256(secret),
+        token_sha256=token_sha256(secret),
         created_by=actor,
         expires_at=expires_at,
         agent=agent,
@@ -107,6 +161,10 @@ def create_token(
 
 def list_tokens(store: Store) -> list[TokenRow]:
     """Every token ever created, revoked and expired ones included, oldest first."""
+    from sqlalchemy import select
+
+    from verifier.store.models import TokenModel
+
     with store._transaction() as session:
         models = session.scalars(select(TokenModel).order_by(TokenModel.id)).all()
         return [_token_row(m) for m in models]
@@ -117,6 +175,8 @@ def revoke_token(store: Store, token_id: int, *, actor: str) -> tuple[TokenRow, 
 
     Revoking a revoked token changes nothing and logs nothing: the first revocation stands.
     """
+    from verifier.store.models import TokenModel
+
     with store._transaction() as session:
         model = session.get(TokenModel, token_id, with_for_update=True)
         if model is None:
@@ -130,14 +190,18 @@ def revoke_token(store: Store, token_id: int, *, actor: str) -> tuple[TokenRow, 
 
 
 def authenticate(store: Store, token: str) -> TokenRow | None:
-    """The stored token `token` is the secret of, or None; expiry and revocation are
-    the caller's to judge (`verifier.service.auth.refusal`), so it can say which applies."""
-    if not auth.well_formed(token):
+    """The stored token `token` is the secret of, or None; revoked and expired tokens
+    are returned too, so that the caller can say which applies (`TokenRow.state`)."""
+    from sqlalchemy import select
+
+    from verifier.store.models import TokenModel
+
+    if not well_formed(token):
         return None
-    digest = auth.token_sha256(token)
+    digest = token_sha256(token)
     with store._transaction() as session:
         model = session.scalar(select(TokenModel).where(TokenModel.token_sha256 == digest))
-        if model is None or not auth.same_hash(model.token_sha256, digest):
+        if model is None or not same_hash(model.token_sha256, digest):
             return None
         return _token_row(model)
 
@@ -157,6 +221,10 @@ def log_admin(
 
 def admin_log(store: Store, *, limit: int = 100, before_id: int | None = None) -> list[AdminEntry]:
     """The admin log, newest first; `before_id` pages back."""
+    from sqlalchemy import select
+
+    from verifier.store.models import AdminLogModel
+
     query = select(AdminLogModel).order_by(AdminLogModel.id.desc()).limit(limit)
     if before_id is not None:
         query = query.where(AdminLogModel.id < before_id)
@@ -167,6 +235,8 @@ def admin_log(store: Store, *, limit: int = 100, before_id: int | None = None) -
 def _append(
     session: Session, actor: str, action: str, subject: str | None, detail: dict[str, Any]
 ) -> AdminEntry:
+    from verifier.store.models import AdminLogModel
+
     model = AdminLogModel(actor=actor, action=action, subject=subject, detail=detail)
     session.add(model)
     session.flush()

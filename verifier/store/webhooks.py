@@ -27,6 +27,8 @@ DELIVERY_STATES = ("pending", "delivered", "failed")
 
 @dataclass(frozen=True)
 class NewDelivery:
+    """A notification to write: the webhook's name and URL, the event, its exact body."""
+
     webhook: str
     url: str
     event: str
@@ -37,6 +39,8 @@ class NewDelivery:
 
 @dataclass(frozen=True)
 class DeliveryRow:
+    """A stored delivery: what is sent, and how its attempts went so far."""
+
     id: int
     created_at: datetime
     webhook: str
@@ -53,7 +57,7 @@ class DeliveryRow:
     last_error: str | None
 
     def to_dict(self) -> dict[str, Any]:
-
+        """The delivery without its body, as ``verifier webhooks log`` lists it."""
         return {
             "id": self.id,
             "created_at": utc_text(self.created_at),

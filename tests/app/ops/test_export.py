@@ -20,8 +20,8 @@ from verifier import cli
 from verifier.app import export
 from verifier.contract.report import parse_report
 from verifier.store import Listed, SessionFilter, Store
-from verifier.store.db import MAX_PAGE
 from verifier.store.overrides import record_override
+from verifier.store.rows import MAX_PAGE
 
 T0 = datetime(2026, 11, 1, 8, 0, tzinfo=UTC)
 AGENTS = ("fixer", "writer", '=HYPERLINK("http://evil")')

@@ -21,12 +21,12 @@ from tests.support.pg import (
     migrated_postgres_database,
 )
 from tests.support.sessions import BASE, PYTEST, fix_turns, fixed_session, to_bytes
-from verifier._internal.snapshot import materialize
+from verifier._internal.snapshot import SnapshotInfo, materialize
 from verifier.agent.harness import call, model_turn
 from verifier.app.pipeline import verify_report
-from verifier.checks.tests.check import cache_key, tree_digest
+from verifier.checks.tests.cache import cache_key, cached, keep, reused, tree_digest
 from verifier.config import Config, RepositoryConfig
-from verifier.findings import CheckStatus, DeliveryStatus, Verification
+from verifier.findings import CheckResult, CheckStatus, DeliveryStatus, Finding, Verification
 from verifier.store import Store
 from verifier.store.cache import TestResults
 
@@ -200,6 +200,72 @@ def test_the_tree_digest_is_of_the_copy_as_tested(repo: GitRepo, tmp_path: Path)
     assert changed != digest
     os.chmod(tmp_path / "work" / "calc.py", 0o755)
     assert tree_digest(tmp_path / "work", snapshot, tests) != changed
+
+
+# what is kept, and what is reused -------------------------------------------------------
+
+
+class Kept:
+    """A `TestResultCache` in memory: the first result put under a key is the one kept."""
+
+    def __init__(self) -> None:
+        self.results: dict[str, tuple[str, dict[str, object]]] = {}
+
+    def get(self, key: str) -> tuple[str, dict[str, object]] | None:
+        return self.results.get(key)
+
+    def put(self, key: str, session_id: str, result: dict[str, object]) -> None:
+        self.results.setdefault(key, (session_id, result))
+
+
+def test_only_a_pass_or_a_failure_is_kept_and_without_this_copys_facts() -> None:
+    cache = Kept()
+    details = {"exit_code": 1, "mode": "commit", "snapshot": {"files": 2}}
+    failed = CheckResult("tests", CheckStatus.FAIL, (Finding("tests.failed", "exit 1"),), details)
+    errored = CheckResult("tests", CheckStatus.ERROR, (Finding("tests.runner_failed", "no"),))
+
+    keep(cache, "k1", "s-1", failed)
+    keep(cache, "k2", "s-1", errored)
+
+    assert set(cache.results) == {"k1"}
+    session_id, kept = cache.results["k1"]
+    assert (session_id, kept["status"], kept["details"]) == ("s-1", "fail", {"exit_code": 1})
+
+
+@pytest.mark.parametrize(
+    "kept",
+    [
+        {"status": "error", "findings": []},
+        {"status": "pass", "findings": "none"},
+        {"status": "fail", "findings": ["tests.failed"]},
+        "pass",
+    ],
+    ids=["an-error", "findings-not-a-list", "a-finding-not-an-object", "not-an-object"],
+)
+def test_a_kept_result_that_does_not_read_as_one_is_passed_over(kept: object) -> None:
+    cache = Kept()
+    cache.results["k"] = ("s-1", kept)  # type: ignore[assignment]
+
+    assert cached(cache, "k") is None
+    assert cached(cache, "other") is None
+
+
+def test_a_reused_result_has_this_copys_facts_and_says_whose_it_was() -> None:
+    cache = Kept()
+    finding = Finding("tests.failed", "exit 1", expected="exit code 0", found="exit code 1")
+    details = {"exit_code": 1, "mode": "worktree", "snapshot": {}}
+    keep(cache, "k", "s-1", CheckResult("tests", CheckStatus.FAIL, (finding,), details))
+    hit = cached(cache, "k")
+    assert hit is not None
+    copy = SnapshotInfo("commit", "c" * 40, files=3, bytes=30, symlinks=1)
+
+    result = reused(hit, "commit", copy, ("conftest.py: from the base",))
+
+    assert (result.status, result.findings) == (CheckStatus.FAIL, (finding,))
+    assert result.details["cached_from"] == "s-1"
+    assert (result.details["mode"], result.details["snapshot"]["files"]) == ("commit", 3)
+    assert result.notes[0] == "conftest.py: from the base"
+    assert "for session s-1, and its result is reused (cached_from)" in result.notes[1]
 
 
 # the store -----------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""verifier.checks.tests.results alone: JUnit and unittest results read from real files."""
+"""verifier.checks.tests.results alone: JUnit and unittest results read from real files,
+our pytest plugin's events and pytest's summary line."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ import pytest
 
 from verifier.checks.tests.results import (
     MAX_REPORT_BYTES,
-    Counts,
+    OutcomeCounts,
     UnreadableResults,
     count_junit,
+    parse_pytest_summary,
     prepare_reports,
     read_bounded,
     read_junit_reports,
+    read_pytest_events,
     read_unittest,
 )
 
@@ -39,7 +42,7 @@ NODE_REPORT = b"""<?xml version="1.0" encoding="utf-8"?>
 
 
 def test_node_report_is_counted_by_its_testcases() -> None:
-    assert count_junit(NODE_REPORT) == Counts(tests=4, failures=1, errors=0, skipped=1)
+    assert count_junit(NODE_REPORT) == OutcomeCounts(tests=4, failures=1, errors=0, skipped=1)
     assert count_junit(NODE_REPORT).to_dict() == {
         "passed": 2,
         "failed": 1,
@@ -50,7 +53,7 @@ def test_node_report_is_counted_by_its_testcases() -> None:
 
 def test_an_error_counts_once_even_beside_a_failure() -> None:
     xml = b"<testsuite><testcase name='a'><failure/><error/></testcase></testsuite>"
-    assert count_junit(xml) == Counts(tests=1, failures=0, errors=1, skipped=0)
+    assert count_junit(xml) == OutcomeCounts(tests=1, failures=0, errors=1, skipped=0)
 
 
 def test_a_single_testcase_document_is_a_report() -> None:
@@ -118,7 +121,7 @@ def test_reports_are_summed_and_folders_that_match_are_passed_over(tmp_path: Pat
     counts, files = read_junit_reports(tmp_path, ["r/*.xml"])
 
     assert files == ["r/a.xml", "r/b.xml"]
-    assert counts == Counts(tests=2, failures=1, errors=0, skipped=0)
+    assert counts == OutcomeCounts(tests=2, failures=1, errors=0, skipped=0)
 
 
 def test_a_report_reached_through_a_linked_folder_is_refused(tmp_path: Path) -> None:
@@ -158,7 +161,7 @@ def test_unittest_counts_are_read(tmp_path: Path) -> None:
     keys = ["tests_run", "failures", "errors", "skipped", "expected_failures"]
     path.write_text(json.dumps({**dict.fromkeys(keys, 1), "unexpected_successes": 0}))
 
-    assert read_unittest(path) == Counts(1, 1, 1, 1, 1, 0)
+    assert read_unittest(path) == OutcomeCounts(1, 1, 1, 1, 1, 0)
 
 
 @pytest.mark.parametrize(
@@ -187,3 +190,52 @@ def test_a_unittest_result_that_is_not_counts_is_refused(
 def test_a_missing_unittest_result_is_unreadable(tmp_path: Path) -> None:
     with pytest.raises(UnreadableResults, match="no such file"):
         read_unittest(tmp_path / "unittest.json")
+
+
+# Reading our pytest plugin's channel and pytest's summary line -----------------------------
+
+
+def test_the_summary_line_is_read_in_every_form_pytest_prints_it() -> None:
+    loud = "x\n===== 1 failed, 2 passed, 3 warnings, 1 error in 0.12s (0:00:00) =====\n"
+    coloured = "\x1b[32m\x1b[1m2 passed\x1b[0m\x1b[32m in 0.01s\x1b[0m\n"
+    assert parse_pytest_summary(loud) == {
+        "passed": 2, "failed": 1, "error": 1, "skipped": 0, "xfailed": 0, "xpassed": 0
+    }  # fmt: skip
+    assert parse_pytest_summary(coloured)["passed"] == 2  # type: ignore[index]
+    assert parse_pytest_summary("no tests ran in 0.01s\n") == dict.fromkeys(
+        ("passed", "failed", "error", "skipped", "xfailed", "xpassed"), 0
+    )
+    # The last summary line counts: one printed after pytest's own is what is compared.
+    assert parse_pytest_summary("2 passed in 0.1s\n7 passed in 0.01s\n")["passed"] == 7  # type: ignore[index]
+    assert parse_pytest_summary("ok\n2 passed, and that is all\n") is None
+
+
+def test_channel_lines_cut_short_unknown_or_after_the_end_are_problems() -> None:
+    report = (
+        b'{"event":"report","nodeid":"t::a","when":"call","outcome":"passed","category":"passed"}\n'
+    )
+    finish = b'{"event":"session_finish","exitstatus":0}\n'
+
+    clean = read_pytest_events(report + finish)
+    assert (clean.exitstatus, clean.problem, clean.counts.tests) == (0, None, 1)
+    assert read_pytest_events(report + finish + report).problem == (
+        "line 3: an event after the session finished"
+    )
+    assert read_pytest_events(b"junk\n" + report + finish).problem == (
+        "line 1 is not an event of our plugin"
+    )
+    cut = read_pytest_events(report + finish[:-5])
+    assert cut.exitstatus is None
+    assert cut.problem is not None and "cut short" in cut.problem
+
+
+def test_a_teardown_error_after_a_failed_call_is_a_case_of_its_own_as_in_junit() -> None:
+    lines = [
+        {"event": "report", "nodeid": "t::a", "when": "call", "outcome": "failed"},
+        {"event": "report", "nodeid": "t::a", "when": "teardown", "outcome": "failed"},
+        {"event": "report", "nodeid": "t::b", "when": "setup", "outcome": "skipped"},
+    ]
+    run = read_pytest_events(b"".join(json.dumps(e).encode() + b"\n" for e in lines))
+
+    assert run.counts.to_dict() == {"passed": 0, "failed": 1, "errors": 1, "skipped": 1}
+    assert run.counts.tests == 3

@@ -18,6 +18,7 @@ import pytest
 from tests.support.gitrepo import GitRepo
 from tests.support.sessions import fixed_session, to_bytes
 from verifier._internal.sandbox import runner
+from verifier.checks.tests import runners
 from verifier.checks.tests.check import check
 from verifier.config import Config, RepositoryConfig
 from verifier.contract.report import parse_report
@@ -27,6 +28,9 @@ from verifier.formats import render
 from verifier.verify import Options, verify
 
 SANDBOX = Config()  # the sandbox when it works here, as in production
+OFF = Config(network_isolation="off")
+PYTEST = ("{python}", "-m", "pytest", "-q")
+PASSING = "def test_one():\n    assert 1 + 1 == 2\n\n\ndef test_two():\n    assert 'a' in 'abc'\n"
 UNITTEST = ("{python}", "-m", "unittest", "-v")
 NODE = (
     "node",
@@ -74,6 +78,124 @@ def app(tmp_path: Path) -> GitRepo:
     return GitRepo(tmp_path / "app")
 
 
+# which runner, and the command through our entry ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "command", "kind"),
+    [
+        (["/py", "-m", "pytest", "-q"], ["{python}", "-m", "pytest", "-q"], "pytest"),
+        (["/py", "-mpytest"], ["{python}", "-mpytest"], "pytest"),
+        (["pytest", "-x"], ["pytest", "-x"], "pytest"),
+        (["./py.test-quick"], ["./py.test-quick"], "pytest"),
+        (["/py", "-m", "unittest", "-v"], ["{python}", "-m", "unittest", "-v"], "unittest"),
+        (["python3.11", "-munittest"], ["python3.11", "-munittest"], "unittest"),
+        (["/opt/run", "-m", "unittest"], ["/opt/run", "-m", "unittest"], "uncounted"),
+        (["/py", "-c", "import unittest"], ["{python}", "-c", "import unittest"], "uncounted"),
+        (["make", "test"], ["make", "test"], "uncounted"),
+    ],
+)
+def test_the_kind_of_run_is_read_from_the_command(
+    argv: list[str], command: list[str], kind: str
+) -> None:
+    assert runners.results_kind(argv, command, RepositoryConfig("app")) == kind
+
+
+def test_the_repositorys_results_setting_wins_over_the_command() -> None:
+    pytest_argv = ["/py", "-m", "pytest"]
+    assert runners.results_kind(pytest_argv, pytest_argv, REPORTS) == "junit"
+    assert runners.results_kind(pytest_argv, pytest_argv, EXIT_CODE) == "exit-code"
+
+
+def test_pytest_runs_through_our_entry_with_our_options_last_but_before_a_double_dash(
+    tmp_path: Path,
+) -> None:
+    junit = tmp_path / "junit.xml"
+    argv = ["/py", "-X", "dev", "-m", "pytest", "-q", "--", "t.py"]
+
+    rewritten = runners.with_pytest_entry(argv, tmp_path, junit, 7, os.defpath)
+
+    entry = str(tmp_path / "runner" / "pytest_entry.py")
+    ours = [f"--junitxml={junit}", "-p", "no:cacheprovider"]
+    assert rewritten == ["/py", "-X", "dev", "-s", entry, "7", "-q", *ours, "--", "t.py"]
+    assert sorted(os.listdir(tmp_path / "runner")) == ["pytest_entry.py", "pytest_reporter.py"]
+
+
+def test_a_script_of_the_repository_named_pytest_runs_as_it_is(tmp_path: Path) -> None:
+    junit = tmp_path / "junit.xml"
+
+    rewritten = runners.with_pytest_entry(["./pytest-quick", "-q"], tmp_path, junit, 7, "")
+
+    assert rewritten == ["./pytest-quick", "-q", f"--junitxml={junit}", "-p", "no:cacheprovider"]
+
+
+def test_a_pytest_script_on_the_path_runs_with_the_python_of_its_first_line(
+    tmp_path: Path,
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "pytest").write_text(f"#!{sys.executable}\nimport pytest\n")
+    (bin_dir / "pytest").chmod(0o755)
+    (bin_dir / "tool").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "tool").chmod(0o755)
+
+    rewritten = runners.with_pytest_entry(
+        ["pytest", "-q"], tmp_path, tmp_path / "j.xml", 7, str(bin_dir)
+    )
+
+    assert rewritten[:2] == [sys.executable, "-s"]
+    (tmp_path / "other").mkdir()
+    shell = [str(bin_dir / "tool")]  # not Python: it runs as configured
+    assert (
+        runners.with_pytest_entry(shell, tmp_path / "other", tmp_path / "j.xml", 7, "")[0]
+        == (shell[0])
+    )
+
+
+def test_unittest_runs_through_our_entry_with_its_arguments(tmp_path: Path) -> None:
+    for argv in (
+        ["/py", "-m", "unittest", "-v", "discover"],
+        ["/py", "-munittest", "-v", "discover"],
+    ):
+        rewritten = runners.with_unittest_entry(argv, tmp_path, 9)
+
+        assert rewritten == ["/py", str(tmp_path / "unittest_entry.py"), "9", "-v", "discover"]
+
+
+def test_python_is_the_venvs_the_named_one_or_the_verifiers(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    python = tmp_path / "py" / "bin" / "python3"
+
+    assert runners.interpreter(RepositoryConfig("app", venv=venv)) == (
+        str(venv / "bin" / "python"),
+        [venv / "bin"],
+    )
+    assert runners.interpreter(RepositoryConfig("app", python=python)) == (
+        str(python),
+        [python.parent],
+    )
+    assert runners.interpreter(RepositoryConfig("app")) == (sys.executable, [])
+
+
+def test_the_childs_environment_is_minimal_with_the_interpreters_folder_first(
+    tmp_path: Path,
+) -> None:
+    venv = tmp_path / "venv"
+
+    env = runners.child_env(
+        tmp_path / "h", tmp_path / "t", [venv / "bin"], RepositoryConfig("app", venv=venv)
+    )
+
+    assert env["PATH"].split(os.pathsep)[0] == str(venv / "bin")
+    assert (env["HOME"], env["TMPDIR"], env["VIRTUAL_ENV"]) == (
+        str(tmp_path / "h"),
+        str(tmp_path / "t"),
+        str(venv),
+    )
+    assert set(env) == {"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "PYTHONDONTWRITEBYTECODE",
+                        "PYTHONHASHSEED", "VIRTUAL_ENV"}  # fmt: skip
+
+
 # pytest, by default ---------------------------------------------------------------------
 
 
@@ -90,6 +212,18 @@ def test_pytest_is_counted_by_default_through_our_plugin_and_its_junit_report(ap
     assert read["summary"] == read["reported"]
     assert read["guarantee"].startswith("reported by our plugin as each test finished")
     assert result.details["counts"]["passed"] == 1
+
+
+def test_user_junitxml_option_cannot_redirect_the_report(app: GitRepo, tmp_path: Path) -> None:
+    commit = app.commit({"test_a.py": PASSING})
+    elsewhere = tmp_path / "theirs.xml"
+
+    result = check(app.path, commit, [*PYTEST, f"--junitxml={elsewhere}"], 60, OFF)
+
+    assert result.status is CheckStatus.PASS
+    assert result.details["counts"]["passed"] == 2
+    assert not elsewhere.exists()
+    assert os.path.basename(result.details["argv"][-3]) == "junit.xml"
 
 
 # unittest, through our entry -------------------------------------------------------------

@@ -12,9 +12,8 @@ from fastapi.testclient import TestClient
 from tests.support.api import RecordingQueue, bearer, make_config
 from tests.support.report_factory import make_report_bytes
 from verifier.service.api import create_app
-from verifier.service.auth import SCOPES, new_token
 from verifier.store import Store
-from verifier.store.tokens import create_token, revoke_token
+from verifier.store.tokens import SCOPES, create_token, new_token, revoke_token
 
 # (method, path, the scope it needs, what it answers when allowed); None: no token needed.
 ENDPOINTS = [

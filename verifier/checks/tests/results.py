@@ -39,7 +39,7 @@ __all__ = [
     "MAX_REPORT_FILES",
     "SUMMARY_KEYS",
     "Channel",
-    "Counts",
+    "OutcomeCounts",
     "PytestRun",
     "UnreadableResults",
     "count_junit",
@@ -77,7 +77,7 @@ class _TooLarge(UnreadableResults):
 
 
 @dataclass(frozen=True)
-class Counts:
+class OutcomeCounts:
     """How many tests ran and how each ended."""
 
     tests: int
@@ -108,8 +108,8 @@ class Counts:
             "skipped": self.skipped,
         }
 
-    def __add__(self, other: Counts) -> Counts:
-        return Counts(
+    def __add__(self, other: OutcomeCounts) -> OutcomeCounts:
+        return OutcomeCounts(
             self.tests + other.tests,
             self.failures + other.failures,
             self.errors + other.errors,
@@ -119,7 +119,7 @@ class Counts:
         )
 
 
-def count_junit(data: bytes) -> Counts:
+def count_junit(data: bytes) -> OutcomeCounts:
     """Count the ``<testcase>`` elements of one JUnit XML document by their outcome.
 
     A case with an ``<error>`` child is an error, else with a ``<failure>`` a failure,
@@ -143,7 +143,7 @@ def count_junit(data: bytes) -> Counts:
             failures += 1
         elif "skipped" in children:
             skipped += 1
-    return Counts(tests, failures, errors, skipped)
+    return OutcomeCounts(tests, failures, errors, skipped)
 
 
 def read_bounded(path: Path, limit: int, dir_fd: int | None = None) -> bytes:
@@ -163,7 +163,7 @@ def read_bounded(path: Path, limit: int, dir_fd: int | None = None) -> bytes:
     return data
 
 
-def read_junit_file(path: Path) -> Counts:
+def read_junit_file(path: Path) -> OutcomeCounts:
     """The counts of one JUnit report outside the copy (the one we ask pytest to write)."""
     return count_junit(read_bounded(path, MAX_REPORT_BYTES))
 
@@ -210,14 +210,14 @@ def find_reports(root: Path, globs: Sequence[str]) -> list[str]:
     return sorted(rel for rel in found if _parts(rel))
 
 
-def read_junit_reports(root: Path, globs: Sequence[str]) -> tuple[Counts, list[str]]:
+def read_junit_reports(root: Path, globs: Sequence[str]) -> tuple[OutcomeCounts, list[str]]:
     """Sum the counts of the JUnit files under `root` that match `globs`; also list them.
 
     Folders that match are passed over. Raises `UnreadableResults` when no file
     matches, or one cannot be read or parsed (naming it): a run's results are
     all of its reports or none.
     """
-    total = Counts(0, 0, 0, 0)
+    total = OutcomeCounts(0, 0, 0, 0)
     files: list[str] = []
     budget = MAX_REPORT_BYTES
     for rel in find_reports(root, globs):
@@ -244,7 +244,7 @@ def read_junit_reports(root: Path, globs: Sequence[str]) -> tuple[Counts, list[s
     return total, files
 
 
-def read_unittest(path: Path) -> Counts:
+def read_unittest(path: Path) -> OutcomeCounts:
     """The counts of our unittest entry's JSON, from a file."""
     try:
         raw = read_bounded(path, MAX_UNITTEST_BYTES)
@@ -253,7 +253,7 @@ def read_unittest(path: Path) -> Counts:
     return unittest_counts(raw)
 
 
-def unittest_counts(raw: bytes) -> Counts:
+def unittest_counts(raw: bytes) -> OutcomeCounts:
     """The counts our unittest entry (`entries/unittest_entry.py`) sent: one JSON line."""
     if not raw.strip():
         raise UnreadableResults("our unittest entry reported nothing (the run ended first)")
@@ -273,7 +273,7 @@ def unittest_counts(raw: bytes) -> Counts:
                 f"the unittest result has {key}={value!r}, not a non-negative integer"
             )
         values.append(value)
-    return Counts(*values)
+    return OutcomeCounts(*values)
 
 
 class _IsAFolder(Exception):
@@ -392,7 +392,7 @@ class PytestRun:
     line that is not one of ours, or an event after the end of the session.
     """
 
-    counts: Counts
+    counts: OutcomeCounts
     stats: dict[str, int] = field(default_factory=dict)
     exitstatus: int | None = None
     events: int = 0
@@ -442,7 +442,7 @@ def read_pytest_events(data: bytes) -> PytestRun:
                 stats[category] += 1
         elif kind != "start":
             problem = problem or f"line {number}: an unknown event {kind!r}"
-    counts = Counts(
+    counts = OutcomeCounts(
         tests=len(tests) + separate,
         failures=sum(1 for m in tests.values() if "failure" in m and "error" not in m),
         errors=sum(1 for m in tests.values() if "error" in m) + separate,

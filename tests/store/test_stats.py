@@ -1,11 +1,12 @@
-"""`Store.stats` filtered by agent, model or repository, in every grouping, equals a
-count made from the sessions themselves, on both engines."""
+"""Counting sessions (`verifier.store.stats`): the `session_counts` rows a session counts
+in, and `Store.stats` filtered by agent, model or repository, in every grouping, equal to
+a count made from the sessions themselves, on both engines."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
 
@@ -13,7 +14,8 @@ from tests.support.report_factory import make_report_bytes
 from verifier.contract.report import parse_report
 from verifier.findings import CheckResult, CheckStatus, Finding, Verification, decide
 from verifier.store import Counts, Group, Listed, Stats, Store
-from verifier.store.db import GROUP_BY
+from verifier.store.rows import GROUP_BY
+from verifier.store.stats import count_rows
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)  # a Monday
 AGENTS = ("fixer", "writer")
@@ -149,3 +151,18 @@ def test_the_counts_are_not_trivial(store: Store) -> None:
     assert stats.totals.total == 16
     assert {g.key: g.counts.silent_failures for g in stats.groups} == {"calc": 1, "shop": 1}
     assert stats.totals.pending == 4 and stats.totals.inconclusive == 4
+
+
+def test_a_session_counts_once_per_dimension_under_its_utc_day() -> None:
+    # 23:30 at UTC-5 on the 1st is 04:30 UTC on the 2nd: the UTC day is the one counted.
+    ended = datetime(2026, 11, 1, 23, 30, tzinfo=timezone(timedelta(hours=-5)))
+    rows = count_rows(ended, "fixer", None, "calc", True, "delivered", -1)
+    assert [(r["dimension"], r["key"]) for r in rows] == [
+        ("all", ""),
+        ("agent", "fixer"),
+        ("model", ""),
+        ("repo", "calc"),
+    ]
+    assert {(r["day"], r["done"], r["delivery_status"], r["sessions"]) for r in rows} == {
+        (date(2026, 11, 2), True, "delivered", -1)
+    }

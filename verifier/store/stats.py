@@ -1,0 +1,186 @@
+"""Counting sessions: the `session_counts` the store keeps, and the `Stats` read from them.
+
+Each session counts once in each of four dimensions (all, its agent, its model,
+its repository) under the UTC day it ended, its done flag and its current
+verdict. `Store.ingest` adds it as pending and `Store.record_run` moves it when
+its verdict changes, with the `count_upsert` statement on the `count_rows` of
+the session, in the transaction that changes it. `stats` then reads those
+counts, or the sessions themselves for filters the counts cannot answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, date, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import func, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from verifier.errors import BadRequest
+from verifier.store.models import SessionCountModel, SessionModel
+from verifier.store.rows import GROUP_BY, Counts, Group, Stats
+
+if TYPE_CHECKING:
+    from verifier.store.db import Store
+
+# The key of a `session_counts` row; `sessions` is its one value.
+COUNT_KEY = ("day", "dimension", "key", "done", "delivery_status")
+
+
+def count_upsert(dialect: str) -> Any:
+    """`session_counts` += `sessions` for one key, as one statement with bound values."""
+    table = SessionModel.metadata.tables["session_counts"]
+    statement = (pg_insert if dialect == "postgresql" else sqlite_insert)(table)
+    return statement.on_conflict_do_update(
+        index_elements=list(COUNT_KEY),
+        set_={"sessions": table.c.sessions + statement.excluded.sessions},
+    )
+
+
+def count_rows(
+    ended_at: datetime,
+    agent: str,
+    model: str | None,
+    repo: str,
+    done: bool,
+    status: str,
+    delta: int,
+) -> list[dict[str, Any]]:
+    """The `session_counts` rows one session counts in: one per dimension."""
+    day = ended_at.astimezone(UTC).date()
+    keys = {"all": "", "agent": agent, "model": model or "", "repo": repo}
+    return [
+        {
+            "day": day,
+            "dimension": dimension,
+            "key": key,
+            "done": done,
+            "delivery_status": status,
+            "sessions": delta,
+        }
+        for dimension, key in keys.items()
+    ]
+
+
+def stats(
+    store: Store,
+    *,
+    day_from: date | None = None,
+    day_to: date | None = None,
+    group_by: str | None = None,
+    agent: str | None = None,
+    model: str | None = None,
+    repo: str | None = None,
+) -> Stats:
+    """Counts of the sessions that ended from `day_from` to `day_to` (both included,
+    UTC days), in all and by `group_by` (day, week, agent, model, repo), of one
+    agent, model ('' for none) or repository when given.
+
+    Read from `session_counts`, never from the sessions, when at most one of agent,
+    model and repo is given and the grouping is by time or by that same dimension:
+    the cost is the number of days times the values of one dimension, whatever the
+    number of sessions. Other combinations count the matching sessions themselves.
+    """
+    if group_by is not None and group_by not in GROUP_BY:
+        raise BadRequest("group_by", f"must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
+    if day_from is not None and day_to is not None and day_from > day_to:
+        raise BadRequest("from", f"{day_from} is after to={day_to}")
+    wanted = {
+        d: k for d, k in (("agent", agent), ("model", model), ("repo", repo)) if k is not None
+    }
+    if len(wanted) > 1 or (wanted and group_by not in (None, "day", "week", *wanted)):
+        return _stats_from_sessions(store, day_from, day_to, group_by, wanted)
+    # Totals, days and weeks read the `all` rows; an agent breakdown the `agent` rows.
+    if wanted:
+        [(dimension, key)] = wanted.items()
+    else:
+        dimension = group_by if group_by in ("agent", "model", "repo") else "all"
+        key = None
+    keys = {
+        None: [],
+        "day": [SessionCountModel.day],
+        "week": [SessionCountModel.day],
+    }.get(group_by, [SessionCountModel.key])
+    query = (
+        select(
+            *keys,
+            SessionCountModel.done,
+            SessionCountModel.delivery_status,
+            func.sum(SessionCountModel.sessions),
+        )
+        .where(SessionCountModel.dimension == dimension)
+        .group_by(*keys, SessionCountModel.done, SessionCountModel.delivery_status)
+    )
+    if key is not None:
+        query = query.where(SessionCountModel.key == key)
+    if day_from is not None:
+        query = query.where(SessionCountModel.day >= day_from)
+    if day_to is not None:
+        query = query.where(SessionCountModel.day <= day_to)
+    with store._transaction() as session:
+        rows = session.execute(query).all()
+    return _stats(group_by, ((*key, done, status, n) for *key, done, status, n in rows))
+
+
+def _stats_from_sessions(
+    store: Store,
+    day_from: date | None,
+    day_to: date | None,
+    group_by: str | None,
+    wanted: dict[str, str],
+) -> Stats:
+    """`stats` for filters `session_counts` cannot answer: one row per matching session."""
+    columns = {"agent": SessionModel.agent_name, "model": SessionModel.agent_model}
+    columns["repo"] = SessionModel.repo_name
+    conditions = [
+        (func.coalesce(columns[d], "") if d == "model" else columns[d]) == k
+        for d, k in wanted.items()
+    ]
+    if day_from is not None:
+        conditions.append(SessionModel.ended_at >= _day_start(day_from))
+    if day_to is not None:
+        conditions.append(SessionModel.ended_at < _day_start(day_to + timedelta(days=1)))
+    keys = (
+        []
+        if group_by is None
+        else [SessionModel.ended_at if group_by in ("day", "week") else columns[group_by]]
+    )
+    query = select(*keys, SessionModel.done, SessionModel.delivery_status).where(*conditions)
+    with store._transaction() as session:
+        rows = session.execute(query).all()
+
+    def key_of(value: Any) -> Any:
+        if group_by in ("day", "week"):
+            return value.astimezone(UTC).date()
+        return "" if value is None else value
+
+    return _stats(group_by, ((*(key_of(k) for k in key), d, s, 1) for *key, d, s in rows))
+
+
+def _stats(group_by: str | None, rows: Iterable[tuple[Any, ...]]) -> Stats:
+    """Totals and groups of (group key..., done, delivery status, sessions) rows."""
+    totals = Counts()
+    groups: dict[str, Counts] = {}
+    for row in rows:
+        *key, done, status, n = row
+        counts = Counts.of(bool(done), status, int(n or 0))
+        totals += counts
+        if key:
+            name = _group_key(group_by, key[0])
+            groups[name] = groups.get(name, Counts()) + counts
+    return Stats(totals, [Group(k, c) for k, c in sorted(groups.items()) if c.total])
+
+
+def _day_start(day: date) -> datetime:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
+
+
+def _group_key(group_by: str | None, value: Any) -> str:
+    if group_by in ("day", "week"):
+        day = value if isinstance(value, date) else date.fromisoformat(str(value))
+        if group_by == "week":
+            day -= timedelta(days=day.weekday())
+        return day.isoformat()
+    return str(value)
