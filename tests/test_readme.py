@@ -7,7 +7,7 @@ import re
 from click.testing import CliRunner
 
 from tests.support.paths import ROOT
-from verifier.cli.main import main
+from verifier.cli import main
 
 
 def help_block() -> str:

@@ -1,5 +1,5 @@
 """`python -m verifier` is the `verifier` command."""
 
-from verifier.cli.main import entry
+from verifier.cli import entry
 
 entry()

@@ -11,6 +11,7 @@ import pytest
 from google import genai
 from google.genai import errors, types
 
+from verifier import cli
 from verifier.agent.loop import Loop
 from verifier.agent.model import (
     DEFAULT_GEMINI_MODEL,
@@ -21,7 +22,6 @@ from verifier.agent.model import (
     load_turns,
     model_turn,
 )
-from verifier.cli import main as cli
 from verifier.demo import run as demo
 from verifier.errors import ConfigError, InfrastructureError
 

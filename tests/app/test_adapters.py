@@ -30,9 +30,11 @@ from tests.support.sessions import fix_turns, to_bytes, to_interaction
 from verifier import resources
 from verifier.agent.harness import ScriptedModel, call, model_turn, run_session
 from verifier.app import adapters
-from verifier.cli.main import run
+from verifier.cli import run
+from verifier.config import Config
 from verifier.contract.profiles import ActionKind, load_profile
 from verifier.contract.report import parse_report
+from verifier.errors import NotFound
 from verifier.findings import CheckResult, CheckStatus, DeliveryStatus, Verification
 from verifier.store import Store
 from verifier.store.maintenance import prune
@@ -347,3 +349,34 @@ def test_the_command_runs_as_a_real_process(stored: Store, config: Path) -> None
     )  # fmt: skip
     assert done.returncode == 1, done.stderr
     assert json.loads(done.stdout)["disagreements"] == 3
+
+
+def test_shadow_and_inventory_read_the_configured_store_and_profiles(
+    stored: Store, config: Path
+) -> None:
+    cfg = Config.load(config)
+    shadowed = adapters.shadow(cfg, "default", "renamed", ("s-write",))
+    assert shadowed.scan.sessions == 1 and shadowed.exit_code == 1
+    since = adapters.shadow(cfg, "default", "default", since=NOV_29)
+    assert since.scan.sessions == 2 and since.exit_code == 0
+    taken = adapters.inventory(cfg)
+    assert taken.profiles == ("default", "renamed") and taken.scan.pruned == ["s-old"]
+
+
+def test_no_store_yet_reads_no_session_and_says_why_and_a_session_named_is_not_found(
+    tmp_path: Path, profiles: Path
+) -> None:
+    cfg = Config.from_mapping(
+        {
+            "verifier": {
+                "database_url": f"sqlite:///{tmp_path / 'none.sqlite3'}",
+                "profiles_dir": str(profiles),
+            }
+        }
+    )
+    said: list[str] = []
+    assert adapters.shadow(cfg, "default", "renamed", notice=said.append).scan.sessions == 0
+    assert adapters.inventory(cfg, notice=said.append).shapes == ()
+    assert len(said) == 2 and all("no store at" in line for line in said)
+    with pytest.raises(NotFound, match="'s-1' is not stored"):
+        adapters.shadow(cfg, "default", "renamed", ("s-1",))

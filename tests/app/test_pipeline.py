@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -12,11 +14,11 @@ import pytest
 from tests.support.gitrepo import GitRepo
 from tests.support.sessions import PYTEST, fixed_session, to_bytes
 from verifier.agent.harness import ScriptedModel, call, model_turn, run_session
-from verifier.app.pipeline import verify_report
+from verifier.app.pipeline import Oversized, read_source, verify_file, verify_report, verify_session
 from verifier.checks import registered
 from verifier.checks.base import Context
 from verifier.config import Config, RepositoryConfig
-from verifier.errors import InvalidReport, SessionConflict
+from verifier.errors import ConfigError, InvalidReport, SessionConflict
 from verifier.findings import CheckResult, CheckStatus, DeliveryStatus, Finding
 from verifier.store import Store
 from verifier.verify import verify
@@ -138,3 +140,45 @@ def test_a_new_check_needs_no_column_and_no_renderer(repo: GitRepo, tmp_path: Pa
     assert run.checks["example"] is CheckStatus.PASS
     assert "example" in render.verification_text(v, width=200)
     assert json.loads(render.verification_json(v))["checks"]["example"]["status"] == "pass"
+
+
+def test_verify_file_reads_the_report_and_applies_the_command_lines_options(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    cfg = config(repo, tmp_path)
+    path = tmp_path / "report.json"
+    path.write_bytes(to_bytes(fixed_session(repo).report()))
+    failing = (sys.executable, "-c", "raise SystemExit(1)")
+    outcome = verify_file(cfg, str(path), test_command=failing, store=False)
+    assert outcome.stored == "not stored (--no-store)" and outcome.run_id is None
+    assert outcome.verification.checks["tests"].status is CheckStatus.FAIL
+    assert not (tmp_path / "pipeline.sqlite3").exists()
+
+
+def test_read_source_reads_a_file_or_stdin_and_a_missing_file_is_a_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "r.json"
+    path.write_bytes(b"{}")
+    assert read_source(str(path), 10) == b"{}"
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"from stdin")))
+    assert read_source("-", 100) == b"from stdin"
+    big = read_source(str(path), 1)
+    assert isinstance(big, Oversized) and big.size == 2
+    with pytest.raises(ConfigError, match="cannot read report"):
+        read_source(str(tmp_path / "absent.json"), 10)
+
+
+def test_a_stored_session_verified_again_is_judged_and_recorded_as_the_first_time(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    """`verify_report` and `verify_session` share their sequence: the same verdict, and a
+    run each."""
+    cfg = config(repo, tmp_path)
+    first = verify_report(to_bytes(fixed_session(repo).report()), cfg)
+    with Store.open(cfg.database_url) as store:
+        again = verify_session(store, "s-1", cfg, reason="reverify")
+        runs = store.runs("s-1")
+    assert again.verification.delivery_status is first.verification.delivery_status
+    assert [run.id for run in runs] == [first.run_id, again.run_id]
+    assert runs[-1].reason == "reverify" and again.stored == f"stored as run {again.run_id}"

@@ -15,7 +15,10 @@ from audit.chain import entry_hash, seal
 from audit.jcs import canonicalize, jcs_sha256
 from tests.support.sessions import calc_repo, fixed_session, to_bytes
 from verifier import resources
-from verifier.app.reportcheck import check_report, render_json, render_text
+from verifier.app import reportcheck
+from verifier.app.reportcheck import check_file, check_report
+from verifier.errors import ConfigError, InvalidReport
+from verifier.formats import render
 
 PROFILES = resources.profiles_dir()
 SEALED = ("v", "session_id", "seq", "prev", "hash")
@@ -63,8 +66,8 @@ def test_a_clean_report_is_valid_with_no_finding(report: dict[str, Any]) -> None
     assert result.exit_code == 0
     assert result.findings == () and result.invalid is None
     assert result.profile == "default" and result.calls == 2
-    assert "valid, no finding" in render_text(result)
-    assert json.loads(render_json(result))["exit_code"] == 0
+    assert "valid, no finding" in render.report_check_text(result)
+    assert json.loads(render.report_check_json(result))["exit_code"] == 0
 
 
 def test_a_clean_report_exits_0_through_the_cli(report: dict[str, Any], tmp_path: Path) -> None:
@@ -82,11 +85,11 @@ def test_a_tampered_entry_is_found_by_hash_with_its_seq(report: dict[str, Any]) 
     (finding,) = [f for f in result.findings if f.code == "audit.hash_mismatch"]
     assert finding.path == f"audit.entries[{i}].hash"
     assert finding.expected == entry_hash(entry) and finding.found == entry["hash"]
-    text = render_text(result)
+    text = render.report_check_text(result)
     assert f"where:    audit.entries[{i}].hash (entry seq {entry['seq']})" in text
     assert f"expected: {entry_hash(entry)}" in text and f"found:    {entry['hash']}" in text
     assert "--explain" in text  # the hint, since there is a hash to explain
-    data = json.loads(render_json(result))
+    data = json.loads(render.report_check_json(result))
     assert {"code": "audit.hash_mismatch", "seq": entry["seq"]}.items() <= data["findings"][
         0
     ].items()
@@ -136,7 +139,7 @@ def test_explain_gives_the_canonical_arguments_behind_an_arguments_hash(
     assert explained.kind == "args" and explained.call_id == "c2"
     assert explained.canonical == canonicalize(args)
     assert explained.computed == jcs_sha256(args) == result.findings[0].expected
-    assert canonicalize(args).decode("utf-8") in render_text(result, explain=True)
+    assert canonicalize(args).decode("utf-8") in render.report_check_text(result, explain=True)
 
 
 def test_a_missing_entry_is_a_call_without_entry(report: dict[str, Any]) -> None:
@@ -145,7 +148,7 @@ def test_a_missing_entry_is_a_call_without_entry(report: dict[str, Any]) -> None
     result = check_report(to_bytes(resealed(report, entries)), PROFILES)
     assert result.exit_code == 1
     assert [f.code for f in result.findings] == ["audit.call_without_entry"]
-    assert "audit.call_without_entry: call c1 (read_file)" in render_text(result)
+    assert "audit.call_without_entry: call c1 (read_file)" in render.report_check_text(result)
 
 
 def test_an_entry_cut_without_relinking_names_each_break(report: dict[str, Any]) -> None:
@@ -162,7 +165,7 @@ def test_a_claim_the_trail_does_not_explain_names_the_file_and_claim(
     result = check_report(to_bytes(report), PROFILES)
     (finding,) = result.findings
     assert finding.code == "audit.effect_mismatch"
-    assert "where:    file calc.py (changes[0])" in render_text(result)
+    assert "where:    file calc.py (changes[0])" in render.report_check_text(result)
 
 
 def test_a_claim_outside_the_repository_is_found_without_a_repository(
@@ -222,7 +225,7 @@ def test_calls_the_profile_does_not_know_are_noted(report: dict[str, Any], tmp_p
     result = check_report(to_bytes(report), profiles)
     assert result.exit_code == 0
     assert result.unknown_calls == ("read_file", "replace_lines")
-    assert "does not know" in render_text(result)
+    assert "does not know" in render.report_check_text(result)
 
 
 def test_an_unreadable_report_file_exits_2(tmp_path: Path) -> None:
@@ -241,7 +244,28 @@ def test_mangled_reports_are_rendered_never_crash(report: dict[str, Any]) -> Non
     for _ in range(200):
         result = check_report(json.dumps(mutate(report, rng)).encode(), PROFILES)
         for explain in (False, True):
-            render_text(result, explain=explain)
-            assert json.loads(render_json(result, explain=explain))["exit_code"] == result.exit_code
+            render.report_check_text(result, explain=explain)
+            data = json.loads(render.report_check_json(result, explain=explain))
+            assert data["exit_code"] == result.exit_code
         seen.add(result.exit_code)
     assert {1, 2} <= seen  # both refused and judged reports were rendered
+
+
+def test_check_file_reads_a_file_with_the_packaged_profiles_by_default(
+    report: dict[str, Any], tmp_path: Path
+) -> None:
+    path = tmp_path / "r.json"
+    path.write_bytes(to_bytes(report))
+    assert check_file(str(path)) == check_report(to_bytes(report), PROFILES)
+    with pytest.raises(ConfigError, match="cannot read report"):
+        check_file(str(tmp_path / "absent.json"))
+
+
+def test_check_file_refuses_a_report_over_the_size_limit_unread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reportcheck, "DEFAULT_MAX_REPORT_BYTES", 8)
+    path = tmp_path / "r.json"
+    path.write_bytes(b'{"schema_version": "1"}')
+    with pytest.raises(InvalidReport, match="over the limit of 8 bytes"):
+        check_file(str(path))

@@ -141,7 +141,7 @@ def run(tmp: Path, repeat: int) -> Result:
 
     def export() -> bytes:
         with Store.open(url, read_only=True) as store:
-            return evidence.export(store, config, evidence.Selection(tuple(ids)), key).data
+            return evidence.export(store, config, evidence.BundleSelection(tuple(ids)), key).data
 
     data = export()
     assert export() == data, "the export is not deterministic"

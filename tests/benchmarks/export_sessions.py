@@ -8,7 +8,7 @@ and a finding when not delivered or inconclusive).
 The subject is the CLI's own path without click: the store opened read-only,
 `verifier.app.export.lines(store, SessionFilter(), "csv")` (every row, pages of
 500 through `Store.session_lines`, each row built by `export.row` and made
-spreadsheet-safe) written by `verifier.cli.ops._write_file` (a ``.partial``
+spreadsheet-safe) written by `verifier.cli.export.write_file` (a ``.partial``
 file, renamed). The raw operation: one sqlite3 ``SELECT`` of the same 19 columns
 (sessions joined to their verdict run, the first finding by a subquery, times
 turned to ISO text in SQL), written with the stdlib `csv` module to a file.
@@ -55,11 +55,11 @@ ORDER BY s.ended_at DESC, s.session_id DESC
 def subject(url: str, out: Path) -> None:
     """What `verifier export sessions --format csv --out FILE` does once the options are read."""
     from verifier.app import export
-    from verifier.cli.ops import _write_file
+    from verifier.cli.export import write_file
     from verifier.store import SessionFilter, Store
 
     with Store.open(url, read_only=True) as store:
-        _write_file(export.lines(store, SessionFilter(), "csv"), out)
+        write_file(export.lines(store, SessionFilter(), "csv"), out)
 
 
 def raw(path: Path, out: Path) -> None:
@@ -77,7 +77,7 @@ _CHILD = """
 import json, sys, time
 from pathlib import Path
 from tests.benchmarks import export_sessions as e
-import verifier.cli.main, verifier.cli.ops  # imports before the first reading
+import verifier.cli, verifier.cli.export  # imports before the first reading
 from verifier.store import Store
 def status(key):
     for line in Path("/proc/self/status").read_text().splitlines():

@@ -33,7 +33,7 @@ TESTS = 50
 MODULES = 5
 VERIFIER = Path(sys.executable).with_name("verifier")
 # The start-up imports worth naming in the write-up (cumulative, where first imported).
-IMPORTS = ("verifier.cli.main", "google.genai", "verifier.store", "sqlalchemy", "git", "click")
+IMPORTS = ("verifier.cli.verify", "google.genai", "verifier.store", "sqlalchemy", "git", "click")
 
 BUG = "    return a + b  # the bug\n"
 FIX = "    return a - b\n"
@@ -102,9 +102,9 @@ def _config(tmp: Path, repo: GitRepo) -> Path:
 
 
 def import_times() -> dict[str, float]:
-    """Cumulative import time in seconds of `IMPORTS`, importing `verifier.cli.main` cold."""
+    """Cumulative import time in seconds of `IMPORTS`, importing `verifier.cli.verify` cold."""
     out = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", "import verifier.cli.main"],
+        [sys.executable, "-X", "importtime", "-c", "import verifier.cli.verify"],
         capture_output=True,
         text=True,
         check=True,
@@ -172,7 +172,7 @@ def run(tmp: Path, repeat: int) -> Result:
     imports = import_times()
     facts = {
         "repository": f"{MODULES} modules, {TESTS} pytest tests; the session fixes one bug",
-        "python -X importtime -c 'import verifier.cli.main'": ", ".join(
+        "python -X importtime -c 'import verifier.cli.verify'": ", ".join(
             f"{name} {imports[name]:.2f} s" for name in IMPORTS if name in imports
         ),
     }

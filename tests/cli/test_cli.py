@@ -236,12 +236,13 @@ def test_verify_refuses_a_stored_session_id_with_other_bytes_and_records_nothing
 
 def test_a_crash_exits_4_not_1(monkeypatch: pytest.MonkeyPatch) -> None:
     """Exit 1 means "not delivered": a bug must never be read as a verdict."""
-    from verifier.cli import main as cli
+    from verifier import cli
+    from verifier.config import Config
 
     def broken(*args: object, **kwargs: object) -> object:
         raise RuntimeError("simulated bug")
 
-    monkeypatch.setattr(cli.Config, "load", broken)
+    monkeypatch.setattr(Config, "load", broken)
     assert cli.run(["list"]) == 4
 
 

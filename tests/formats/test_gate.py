@@ -6,7 +6,7 @@ import json
 import xml.etree.ElementTree as ET
 
 from tests.support.gate import sarif_schema_errors
-from verifier.app.gate import GateSession, Override, Selection, decide
+from verifier.app.gate import GateSelection, GateSession, StandingOverride, decide
 from verifier.findings import Finding
 from verifier.formats.gate import (
     GITHUB_PER_KIND,
@@ -23,14 +23,14 @@ from verifier.formats.gate import (
 )
 
 HEAD = "9a2e" * 10
-SELECTION = Selection(commits=(HEAD,))
+SELECTION = GateSelection(commits=(HEAD,))
 
 
 def session(
     session_id: str,
     status: str,
     findings: tuple[Finding, ...] = (),
-    override: Override | None = None,
+    override: StandingOverride | None = None,
 ) -> GateSession:
     return GateSession(
         session_id=session_id,
@@ -70,7 +70,12 @@ def test_github_annotations_are_capped_at_ten_of_each_kind_and_say_how_many_are_
             "unsure", "inconclusive", tuple(Finding("tests.no_command", f"n{i}") for i in range(12))
         ),
         *(
-            session(f"ok{i}", "not_delivered", (MISSING_FILE,), Override("delivered", "bo", "why"))
+            session(
+                f"ok{i}",
+                "not_delivered",
+                (MISSING_FILE,),
+                StandingOverride("delivered", "bo", "why"),
+            )
             for i in range(3)
         ),
     ]
@@ -155,7 +160,9 @@ def test_sarif_is_valid_with_one_rule_per_code_and_locations_where_a_file_is_nam
             session("s1", "not_delivered", (MISSING_FILE, GAP, spaced)),
             session("s2", "not_delivered", (MISSING_FILE,)),
             session("s3", "pending"),
-            session("s4", "not_delivered", (MISSING_FILE,), Override("delivered", "bo", "moved")),
+            session(
+                "s4", "not_delivered", (MISSING_FILE,), StandingOverride("delivered", "bo", "moved")
+            ),
             session("s5", "delivered"),
         ],
         SELECTION,
@@ -217,7 +224,14 @@ def test_markdown_cells_let_no_pipe_newline_or_html_through() -> None:
 
 def test_text_says_when_an_override_decided_and_keeps_the_computed_verdict() -> None:
     decision = decide(
-        [session("s1", "not_delivered", (MISSING_FILE,), Override("delivered", "alice", "moved"))],
+        [
+            session(
+                "s1",
+                "not_delivered",
+                (MISSING_FILE,),
+                StandingOverride("delivered", "alice", "moved"),
+            )
+        ],
         SELECTION,
     )
     text = render_text(decision, width=200)

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
+from audit.trailfile import TrailCheck
 from tests.support.paths import ROOT
 from verifier.app.pipeline import EXIT_CODES, Outcome
+from verifier.app.sessions import Ingested, Ingestion, Listing, SessionView
+from verifier.app.settings import Settings
+from verifier.app.tokens import Created, Revoked, TokenView
 from verifier.findings import (
     CheckResult,
     CheckStatus,
@@ -19,6 +25,11 @@ from verifier.findings import (
     decide,
 )
 from verifier.formats import render
+from verifier.store import Counts, RunRow, SessionRow
+from verifier.store.maintenance import CopyResult, PrunePlan, PruneResult, TableCopy
+from verifier.store.overrides import OverrideRow
+from verifier.store.tokens import TokenRow
+from verifier.store.webhooks import DeliveryRow
 
 H1, H2 = "a" * 64, "b" * 64
 NOW = datetime(2026, 11, 29, 10, tzinfo=UTC)
@@ -148,3 +159,166 @@ def test_a_check_nobody_renders_yet_still_shows() -> None:
     )  # fmt: skip
     assert "replay.mismatch" in render.verification_text(v, width=200)
     assert json.loads(render.verification_json(v))["checks"]["replay"]["status"] == "fail"
+
+
+# -- stored sessions, and the commands' other results -------------------------------------
+
+
+def session_row(session_id: str = "s-1", override: str | None = None) -> SessionRow:
+    return SessionRow(
+        session_id=session_id,
+        agent_name="repo-fixer",
+        agent_version="0.3.0",
+        agent_model=None,
+        tool_profile="default",
+        repo_name="calc",
+        base_commit="6f1c" * 10,
+        head_commit=None,
+        raw_status="terminé",
+        status="done",
+        done=True,
+        started_at=NOW,
+        ended_at=NOW,
+        report_sha256=H1,
+        ingested_at=NOW,
+        override_status=override,
+    )
+
+
+def run_row(run_id: int, status: DeliveryStatus, *findings: Finding) -> RunRow:
+    return RunRow(
+        id=run_id,
+        session_id="s-1",
+        verifier_version="0.1.0",
+        delivery_status=status,
+        checks={"changes": CheckStatus.FAIL if findings else CheckStatus.PASS},
+        started_at=NOW,
+        finished_at=NOW,
+        duration_s=1.0,
+        result={},
+        findings=findings,
+    )
+
+
+MISSING = Finding("change.missing", "calc.py is not at head", "calc.py")
+
+
+def test_a_session_shows_its_runs_the_verdicts_findings_and_the_override_beside_it() -> None:
+    runs = [
+        run_row(1, DeliveryStatus.NOT_DELIVERED, MISSING),
+        run_row(2, DeliveryStatus.INCONCLUSIVE),
+    ]
+    override = OverrideRow(1, "s-1", NOW, "cli:al", "delivered", "moved by hand")
+    view = SessionView.whole(session_row(override="delivered"), runs, [override])
+    text = render.session_text(view, width=200)
+    assert "verdict: not delivered" in text and "change.missing calc.py is not at head" in text
+    assert "override: delivered (a person's verdict" in text
+    assert "cli:al: delivered: moved by hand" in text
+    data = json.loads(render.session_json(view))
+    assert data == view.to_dict()
+    assert (data["delivery_status"], data["effective_status"]) == ("not_delivered", "delivered")
+    never = render.session_text(SessionView.whole(session_row(), []), width=200)
+    assert "never verified: run `verifier verify` on its report" in never
+
+
+def test_a_listing_marks_a_later_inconclusive_run_and_an_override() -> None:
+    view = SessionView(
+        session_row(override="delivered"),
+        run_row(1, DeliveryStatus.NOT_DELIVERED, MISSING),
+        run_row(2, DeliveryStatus.INCONCLUSIVE),
+    )
+    listing = Listing((view,), Counts(total=1, done=1, not_delivered=1), overridden=1)
+    text = render.listing_text(listing, width=200)
+    assert "not delivered (latest run inconclusive) overridden: delivered" in text
+    assert "change.missing calc.py" in text and "1 session carries a person's override" in text
+    line = json.loads(render.listing_json(listing))["sessions"][0]
+    assert line["first_finding"]["code"] == "change.missing" and line["latest_run"]["id"] == 2
+
+
+def test_ingest_lists_each_report_with_what_became_of_it() -> None:
+    done = Ingestion((Ingested("a.json", "stored", "s-1"), Ingested("b.json", "invalid", "", "x")))
+    assert "stored" in render.ingest_text(done, width=200)
+    assert json.loads(render.ingest_json(done))[1] == {
+        "report": "b.json",
+        "result": "invalid",
+        "session_id": "",
+        "message": "x",
+    }
+
+
+def test_tokens_render_without_their_secret_but_with_their_state() -> None:
+    token = TokenRow(7, "ci", "read", NOW, "cli:al", None, None)
+    view = TokenView(token, NOW)
+    assert render.tokens_text([view]).splitlines()[1].split() == [
+        "7", "read", "active", "-", "cli:al", "ci",
+    ]  # fmt: skip
+    created = Created(view, "vrf_secret")
+    assert json.loads(render.token_created_json(created))["token"] == "vrf_secret"
+    assert "never expires" in render.token_created_note(created)
+    assert "vrf_secret" not in render.token_created_note(created)
+    revoked = TokenView(dataclasses.replace(token, revoked_at=NOW), NOW)
+    assert render.revoked_text(Revoked(revoked, True)) == "token 7 'ci' revoked\n"
+    again = render.revoked_text(Revoked(revoked, False))
+    assert again == "token 7 'ci' was already revoked at 2026-11-29T10:00:00Z\n"
+
+
+def test_the_delivery_log_says_when_a_pending_delivery_is_tried_again() -> None:
+    row = DeliveryRow(
+        3, NOW, "ops", "https://x", "verdict", "s-1", 1, b"{}", "pending", 1, NOW, NOW, 503, None
+    )
+    line = render.deliveries_text([row]).splitlines()[1]
+    assert "HTTP 503; next 2026-11-29T10:00:00Z" in line
+    assert render.deliveries_text([]).splitlines()[-1] == "(no deliveries)"
+    assert json.loads(render.deliveries_json([row]))["deliveries"][0]["body"] == "{}"
+
+
+def test_a_trail_is_intact_unfinished_or_broken_at_a_line() -> None:
+    path = Path("t.jsonl")
+    intact = TrailCheck("intact", 1, "s-1")
+    assert render.trail_text(path, intact) == "t.jsonl: intact and complete, 1 intact entry\n"
+    cut = TrailCheck("unfinished", 2, "s-1", problem="no session_end")
+    assert render.trail_text(path, cut).endswith("2 intact entries: no session_end\n")
+    broken = TrailCheck("broken", 2, "s-1", line=3, code="audit.seq_gap", problem="gap")
+    assert render.trail_text(path, broken) == (
+        "t.jsonl: broken at line 3: gap; 2 intact entries before it\n"
+    )
+    assert json.loads(render.trail_json(path, broken))["trail"] == "t.jsonl"
+
+
+def test_the_settings_name_the_file_or_where_one_was_looked_for() -> None:
+    searched = (Path("/a/verifier.toml"), Path("/b/verifier.toml"))
+    none = render.settings_text(Settings(None, searched, {"database_url": "sqlite://"}))
+    assert none.splitlines()[:3] == [
+        "file: none (the packaged defaults apply)",
+        "searched: /a/verifier.toml, /b/verifier.toml",
+        "[verifier]",
+    ]
+    read = render.settings_text(Settings(Path("/c.toml"), searched, {}))
+    assert read.splitlines()[0] == "file: /c.toml" and "searched" not in read
+
+
+def test_prune_and_copy_say_what_was_done_and_what_was_kept() -> None:
+    plan = PrunePlan(NOW, 2, 1024, 3, 1)
+    assert render.prune_plan_text(plan, "2026-11-29") == (
+        "2 sessions ended before 2026-11-29 (1,024 report bytes, 3 runs); 1 never verified are kept"
+    )
+    result = PruneResult(NOW, NOW, 2, 1024, 3, 10, 1, 5)
+    assert "(1,034 bytes in all)" in render.prune_text(result, "2026-11-29")
+    assert "admin log entry 5" in render.prune_text(result, "2026-11-29")
+    copied = CopyResult(
+        "sqlite:///a", "postgresql://b", (TableCopy("sessions", 2, H1),), 2, 0, 1, 1.5
+    )
+    text = render.copy_text(copied)
+    assert text.startswith("copied sqlite:///a to postgresql://b in 1.5s\n")
+    assert "1 sessions are not verified yet" in text
+
+
+def test_the_demo_shows_each_verdict_the_rates_and_what_to_try() -> None:
+    v = verification("audit", CheckResult("audit", CheckStatus.PASS))
+    rates = {"sessions": 1, "done": 1, "delivered": 1, "done_rate": 1.0, "delivered_rate": 1.0}
+    text = render.demo_text(
+        [v], rates, store="d/v.sqlite3", example="verifier verify x", page="d/i.html", browse=["b"]
+    )
+    assert "s-1" in text and "delivered rate 100% (1 of 1)" in text
+    assert "stored in d/v.sqlite3; try: verifier verify x" in text
+    assert "the same view as a page: d/i.html" in text and "browse it live: b" in text

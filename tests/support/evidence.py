@@ -19,7 +19,7 @@ from tests.support.gitrepo import GitRepo
 from tests.support.sessions import PYTEST, calc_repo, fixed_session, to_bytes
 from verifier.agent.harness import call, model_turn
 from verifier.app import evidence
-from verifier.app.evidence import Selection, create_key, load_key
+from verifier.app.evidence import BundleSelection, create_key, load_key
 from verifier.app.pipeline import verify_report
 from verifier.config import Config, EvidenceConfig, RepositoryConfig
 from verifier.store import Store
@@ -87,12 +87,14 @@ def build(tmp: Path) -> Exported:
     return Exported(config, repo, key_path, reports)
 
 
-def export(ex: Exported, selection: Selection | None = None, *, compress: bool = True) -> bytes:
+def export(
+    ex: Exported, selection: BundleSelection | None = None, *, compress: bool = True
+) -> bytes:
     """The bundle `verifier evidence export` writes for `selection` (every session)."""
     with Store.open(ex.config.database_url, read_only=True) as store:
         key = load_key(ex.key_path)
         return evidence.export(
-            store, ex.config, selection or Selection(SESSIONS), key, compress=compress
+            store, ex.config, selection or BundleSelection(SESSIONS), key, compress=compress
         ).data
 
 

@@ -19,7 +19,7 @@ from tests.support.gitrepo import GitRepo
 from tests.support.paths import ROOT
 from tests.support.report_factory import finished, report_dict
 from verifier.app import pipeline
-from verifier.cli.main import run
+from verifier.cli import run
 from verifier.findings import CheckResult, CheckStatus, Finding, Verification
 from verifier.store import Store
 

@@ -191,7 +191,7 @@ def test_token_create_agent_on_the_command_line(
 ) -> None:
     from click.testing import CliRunner
 
-    from verifier.cli.main import main
+    from verifier.cli import main
     from verifier.errors import BadRequest
 
     monkeypatch.setenv("VERIFIER_DATABASE_URL", db_url)

@@ -2,4 +2,14 @@
 show a session, gate, export, evidence), taking the `Config` explicitly. The CLI,
 the API, the worker and the demo call these; none of them opens the store or
 sequences the steps itself.
+
+A command that has something to tell the person running it on the way (a store
+that is not there yet, so nothing was read) says it through a `Notice`, as
+`progress` says how far it got; what it returns is the result alone.
 """
+
+from collections.abc import Callable
+
+Notice = Callable[[str], None]
+
+__all__ = ["Notice"]

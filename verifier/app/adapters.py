@@ -21,12 +21,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from audit import json_type
+from verifier.app import Notice
+from verifier.config import Config
 from verifier.contract.profiles import Action, ActionKind, Profile, load_profile
-from verifier.errors import ConfigError, InvalidReport, ReportPruned
+from verifier.contract.report import parse_report
+from verifier.errors import ConfigError, InvalidReport, NotFound, ReportPruned
+from verifier.store import NoStore, SessionFilter, Store
+from verifier.store.rows import MAX_PAGE
 
 if TYPE_CHECKING:
     from verifier.contract.trajectory import ToolCall
-    from verifier.store import Store
 
 # What a difference is about; every kind but `unrecognised_by_both` is a disagreement.
 KINDS = (
@@ -282,8 +286,6 @@ def stored_calls(
     they are skipped and counted in `scan`, as are reports that no longer read.
     No store (nothing stored yet) yields nothing.
     """
-    from verifier.contract.report import parse_report
-
     if store is None:
         return
 
@@ -305,9 +307,6 @@ def stored_calls(
 
 
 def _selected(store: Store, session_ids: Sequence[str], since: datetime | None) -> Iterator[str]:
-    from verifier.store import SessionFilter
-    from verifier.store.rows import MAX_PAGE
-
     if session_ids:
         for session_id in dict.fromkeys(session_ids):
             store.get_session(session_id)  # NotFound names it
@@ -324,6 +323,41 @@ def _selected(store: Store, session_ids: Sequence[str], since: datetime | None) 
 
 
 def shadow(
+    config: Config,
+    old: str,
+    new: str,
+    session_ids: Sequence[str] = (),
+    since: datetime | None = None,
+    *,
+    notice: Notice | None = None,
+) -> Shadow:
+    """Run profiles `old` and `new` over the stored sessions (these ids, or those that
+    ended at or after `since`); nothing is executed. Nothing stored yet: no session
+    read (`notice` says why), and a session named is `NotFound`."""
+    try:
+        with Store.open(config.database_url, read_only=True) as store:
+            return shadow_store(store, config.profiles_dir, old, new, session_ids, since)
+    except NoStore as exc:
+        if session_ids:
+            raise NotFound(f"session {session_ids[0]!r} is not stored: {exc}") from None
+        if notice is not None:
+            notice(str(exc))
+        return shadow_store(None, config.profiles_dir, old, new)
+
+
+def inventory(config: Config, *, notice: Notice | None = None) -> Inventory:
+    """Every function name and argument shape in the configured store, and the profiles
+    of the configuration covering each; nothing stored yet: no session (`notice` says so)."""
+    try:
+        with Store.open(config.database_url, read_only=True) as store:
+            return inventory_store(store, config.profiles_dir)
+    except NoStore as exc:
+        if notice is not None:
+            notice(str(exc))
+        return inventory_store(None, config.profiles_dir)
+
+
+def shadow_store(
     store: Store | None,
     profiles_dir: Path,
     old: str,
@@ -331,15 +365,15 @@ def shadow(
     session_ids: Sequence[str] = (),
     since: datetime | None = None,
 ) -> Shadow:
-    """Run profiles `old` and `new` over the stored sessions; nothing is executed."""
+    """`shadow` over an open store (None: nothing stored)."""
     old_profile, new_profile = load_profile(profiles_dir, old), load_profile(profiles_dir, new)
     scan = Scan()
     diffs = shadow_calls(old_profile, new_profile, stored_calls(store, scan, session_ids, since))
     return Shadow(old_profile.name, new_profile.name, scan, tuple(diffs))
 
 
-def inventory(store: Store | None, profiles_dir: Path) -> Inventory:
-    """Every function name and argument shape in the store, and the profiles covering each."""
+def inventory_store(store: Store | None, profiles_dir: Path) -> Inventory:
+    """`inventory` over an open store (None: nothing stored) and the profiles of a folder."""
     profiles = load_profiles(profiles_dir)
     scan = Scan()
     shapes = take_inventory(profiles, stored_calls(store, scan))
@@ -356,9 +390,11 @@ __all__ = [
     "ShapeCount",
     "compare",
     "inventory",
+    "inventory_store",
     "load_profiles",
     "permission",
     "shadow",
+    "shadow_store",
     "shape",
     "stored_calls",
     "take_inventory",

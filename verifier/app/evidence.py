@@ -9,6 +9,9 @@ auditor needs only that package; docs/evidence.md describes both.
 The signing key is an Ed25519 private key in a PKCS#8 PEM file, mode 0600,
 made by `create_key` (`verifier keys create`); its fingerprint is the SHA-256
 of the raw 32-byte public key, in hex.
+
+The commands of ``verifier evidence export|verify`` and ``keys create`` are
+`export_file`, `verify_file` and `create_signing_key`.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from cryptography.hazmat.primitives.serialization import (
     PublicFormat,
     load_pem_private_key,
 )
+from sqlalchemy import select
 
 from audit.bundle import (
     ACTIONS_FILE,
@@ -41,19 +45,30 @@ from audit.bundle import (
     PREDICATE_TYPE,
     REPORT_FILE,
     STATEMENT_TYPE,
+    BundleError,
+    Verified,
     delivered_files,
     pack,
     run_test_log,
+    verdict_run,
+    verify_bundle,
 )
-from audit.dsse import IN_TOTO_PAYLOAD_TYPE, envelope, fingerprint, pae
+from audit.dsse import IN_TOTO_PAYLOAD_TYPE, envelope, fingerprint, is_fingerprint, pae
 from audit.jcs import CanonicalizationError, canonicalize
 from verifier import __version__
+from verifier.checks.replay import succeeded
+from verifier.config import Config
+from verifier.contract.profiles import Profile, load_profile
+from verifier.contract.report import parse_report
 from verifier.errors import ConfigError, InvalidReport, NotFound, ReportPruned
 from verifier.moments import utc_text
+from verifier.store import NoStore, SessionFilter, Store
+from verifier.store.models import ClaimedChangeModel
+from verifier.store.overrides import overrides
+from verifier.store.rows import MAX_PAGE
 
 if TYPE_CHECKING:
-    from verifier.config import Config
-    from verifier.store import Listed, RunRow, Store
+    from verifier.store import Listed, RunRow
 
 
 # --- keys -------------------------------------------------------------------------------
@@ -135,7 +150,7 @@ def load_key(path: Path) -> Ed25519PrivateKey:
 
 
 @dataclass(frozen=True)
-class Selection:
+class BundleSelection:
     """Which sessions a bundle holds: these ids, or those that ended in [since, until)."""
 
     session_ids: tuple[str, ...] = ()
@@ -161,11 +176,8 @@ class Selection:
         }
 
 
-def selected(store: Store, selection: Selection) -> list[str]:
+def selected(store: Store, selection: BundleSelection) -> list[str]:
     """The ids of the selected sessions, sorted; `NotFound` for an unknown id or none at all."""
-    from verifier.store import SessionFilter
-    from verifier.store.rows import MAX_PAGE
-
     if selection.session_ids:
         ids = sorted(set(selection.session_ids))
         for session_id in ids:
@@ -204,7 +216,7 @@ class Export:
 def export(
     store: Store,
     config: Config,
-    selection: Selection,
+    selection: BundleSelection,
     key: Ed25519PrivateKey,
     *,
     compress: bool = True,
@@ -213,6 +225,76 @@ def export(
     ids = selected(store, selection)
     files = bundle_files(store, config, ids, key, selection)
     return Export(pack(files, compress=compress), tuple(ids), len(files))
+
+
+@dataclass(frozen=True)
+class Written:
+    """A bundle written to `out`: the sessions it holds, its files and bytes, and the
+    fingerprint of the key that signed it (auditors pin it)."""
+
+    out: Path
+    session_ids: tuple[str, ...]
+    files: int
+    size: int
+    key_fingerprint: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "out": str(self.out),
+            "sessions": list(self.session_ids),
+            "files": self.files,
+            "bytes": self.size,
+            "key_fingerprint": self.key_fingerprint,
+        }
+
+
+def export_file(config: Config, selection: BundleSelection, out: Path) -> Written:
+    """Write the bundle of the selected sessions to `out`, signed with the configured key
+    (gzipped unless `out` ends in ``.tar``); `NotFound` when nothing is stored yet."""
+    key = load_key(config.evidence.signing_key)
+    try:
+        with Store.open(config.database_url, read_only=True) as store:
+            bundle = export(store, config, selection, key, compress=out.suffix != ".tar")
+    except NoStore as exc:
+        raise NotFound(f"nothing to export: {exc}") from None
+    write_bundle(out, bundle.data)
+    return Written(out, bundle.session_ids, bundle.files, len(bundle.data), key_fingerprint(key))
+
+
+@dataclass(frozen=True)
+class BundleCheck:
+    """A bundle checked offline: what it holds when it verified, else the first failure's
+    reason (a code of `audit.bundle.REASONS`) and message."""
+
+    verified: Verified | None
+    reason: str | None = None
+    message: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.verified is not None else 1
+
+
+def verify_file(path: Path, key_fingerprint: str | None = None) -> BundleCheck:
+    """Check the bundle at `path` with the audit package alone (`audit.bundle`), against
+    the signing key's fingerprint when one is given (`ConfigError` when it is not 64
+    hex digits, or the file cannot be read)."""
+    if key_fingerprint is not None and not is_fingerprint(key_fingerprint.lower()):
+        raise ConfigError(f"--key-fingerprint: expected 64 hex digits, got {key_fingerprint!r}")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {str(path)!r}: {exc.strerror}") from None
+    try:
+        return BundleCheck(verify_bundle(data, key_fingerprint))
+    except BundleError as exc:  # a bundle that does not verify is this check's answer
+        return BundleCheck(None, exc.reason, exc.message)
+
+
+def create_signing_key(config: Config, *, force: bool = False) -> tuple[Path, str]:
+    """Create the key of ``[evidence] signing_key`` (`create_key`); its path and fingerprint."""
+    path = config.evidence.signing_key
+    return path, create_key(path, force=force)
 
 
 def write_bundle(path: Path, data: bytes) -> None:
@@ -231,7 +313,7 @@ def bundle_files(
     config: Config,
     session_ids: Sequence[str],
     key: Ed25519PrivateKey,
-    selection: Selection,
+    selection: BundleSelection,
 ) -> dict[str, bytes]:
     """Every file of the bundle by its name, the manifest and its signature included."""
     fp = key_fingerprint(key)
@@ -277,8 +359,6 @@ def session_files(
 ) -> dict[str, bytes]:
     """One session's files: its report as received (unless pruned), its record, its
     actions, runs and test logs, and its signed statement."""
-    from verifier.store.overrides import overrides
-
     listed = store.listed(session_id)
     runs = [_run_dict(run) for run in store.runs(session_id)]
     try:
@@ -322,8 +402,6 @@ def delivery_statement(
 ) -> dict[str, Any]:
     """The in-toto Statement v1 of one session: its delivered files as subjects, and
     what the verifier concluded of them as the predicate. Pure: no I/O."""
-    from audit.bundle import verdict_run
-
     session = listed.session
     run = verdict_run(runs)
     return {
@@ -356,10 +434,6 @@ def delivery_statement(
 def normalised_actions(raw: bytes, config: Config) -> dict[str, Any]:
     """The trajectory's calls as the session's tool profile reads them (as the replay
     check does): each call's normalised action beside the raw call."""
-    from verifier.checks.replay import succeeded
-    from verifier.contract.profiles import Profile, load_profile
-    from verifier.contract.report import parse_report
-
     try:
         report = parse_report(raw)
         trajectory = report.trajectory
@@ -408,10 +482,6 @@ def _claimed_changes(store: Store, session_id: str, raw: bytes | None) -> list[d
             return [{k: c.get(k) for k in keys} for c in doc["changes"]]
         except (ValueError, KeyError, TypeError, AttributeError):
             pass  # a stored report always has them; the store's copy otherwise
-    from sqlalchemy import select
-
-    from verifier.store.models import ClaimedChangeModel
-
     with store._transaction() as session:  # the store keeps them when the report is pruned
         models = session.scalars(
             select(ClaimedChangeModel)

@@ -1,5 +1,6 @@
 """`verifier export sessions` and ``GET /v1/export/sessions``: every matching session, one
-row each, for BI tools. The row shape lives here, for both faces.
+row each, for BI tools. The row shape lives here, for both faces; `exported` is the
+command line's, from the configured store.
 
 Rows are read a page at a time through `Store.session_lines` (the position
 between pages keeps the order stable while sessions are added; only the
@@ -14,13 +15,16 @@ import csv
 import io
 import json
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from verifier.app import Notice
+from verifier.config import Config
 from verifier.errors import BadRequest
 from verifier.moments import utc_text
+from verifier.store import NoStore, SessionFilter, Store
 
 if TYPE_CHECKING:
-    from verifier.store import SessionFilter, Store
     from verifier.store.rows import SessionLine
 
 FORMATS = ("csv", "jsonl")
@@ -116,3 +120,23 @@ def lines(store: Store, filters: SessionFilter, fmt: str) -> Iterator[str]:
         raise BadRequest("format", f"must be one of {', '.join(FORMATS)}, got {fmt!r}")
     rows = (row(line) for line in store.session_lines(filters))
     return csv_lines(rows) if fmt == "csv" else jsonl_lines(rows)
+
+
+@contextmanager
+def exported(
+    config: Config, filters: SessionFilter, fmt: str, *, notice: Notice | None = None
+) -> Iterator[Iterator[str]]:
+    """The export of the configured store's sessions, its lines produced as they are read
+    while the store is open (it closes when the block ends). Nothing stored yet: the CSV
+    header alone, or no line of JSON (`notice` says why)."""
+    try:
+        store = Store.open(config.database_url, read_only=True)
+    except NoStore as exc:
+        if notice is not None:
+            notice(str(exc))
+        yield csv_lines([]) if fmt == "csv" else iter(())
+        return
+    try:
+        yield lines(store, filters, fmt)
+    finally:
+        store.close()

@@ -1,6 +1,6 @@
 """The merge gate: may this be merged? Which sessions are selected, and the decision on them.
 
-`verifier gate` takes these steps, each one call here:
+`verifier gate` is `judge`, which takes these steps, each one call here:
 
 1. `resolve_selection`: the sessions wanted, by id, by head commit (a full SHA,
    or an abbreviated one or a ref resolved in the local repository), by
@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from verifier.app import Notice
+from verifier.config import Config, mask_url
 from verifier.errors import ConfigError, InfrastructureError
 from verifier.findings import Finding
 
@@ -38,6 +40,8 @@ if TYPE_CHECKING:  # SQLAlchemy and httpx load only when a source is made
     from verifier.store import SessionFilter, Store
     from verifier.store.rows import SessionLine
 
+# Where `judge` finds the read token of a --server.
+TOKEN_ENV = "VERIFIER_TOKEN"
 # Exit codes of the gate (the README's table): 2 is a usage error, raised as one.
 PASSED = 0
 BLOCKED = 1
@@ -65,7 +69,7 @@ class Verdict(enum.StrEnum):
 
 
 @dataclass(frozen=True)
-class Selection:
+class GateSelection:
     """The sessions the gate is asked about; sessions matching any part are selected."""
 
     session_ids: tuple[str, ...] = ()
@@ -97,7 +101,7 @@ class Selection:
 
 
 @dataclass(frozen=True)
-class Override:
+class StandingOverride:
     """A person's verdict standing over the computed one; author and reason when known."""
 
     status: str
@@ -112,7 +116,7 @@ class GateSession:
     session_id: str
     # delivered, not_delivered, inconclusive, pending, or `MISSING` (not stored).
     computed_status: str
-    override: Override | None = None
+    override: StandingOverride | None = None
     repo_name: str | None = None
     head_commit: str | None = None
     branch: str | None = None
@@ -154,7 +158,7 @@ class Decision:
     """The gate's answer: every selected session judged, and the exit code."""
 
     sessions: tuple[SessionDecision, ...]
-    selection: Selection
+    selection: GateSelection
     exit_code: int
     reason: str
     inconclusive: str = "fail"
@@ -181,7 +185,7 @@ class Decision:
 
 def decide(
     sessions: Sequence[GateSession],
-    selection: Selection,
+    selection: GateSelection,
     *,
     inconclusive: str = "fail",
     allow_empty: bool = False,
@@ -260,7 +264,7 @@ def resolve_selection(
     branches: Sequence[str] = (),
     rev_range: str | None = None,
     repo: Path | None = None,
-) -> Selection:
+) -> GateSelection:
     """The selection, with --commit refs and the --rev-range resolved in `repo`.
 
     A full object id needs no repository; an abbreviated SHA, a ref or a range is
@@ -274,7 +278,7 @@ def resolve_selection(
     in_range: tuple[str, ...] = ()
     if rev_range is not None:
         in_range = _commits_in_range(rev_range, repo)
-    return Selection(
+    return GateSelection(
         session_ids=tuple(dict.fromkeys(session_ids)),
         commits=resolved,
         branches=tuple(dict.fromkeys(branches)),
@@ -351,11 +355,11 @@ class StoreSource:
         self.description = description
 
     @staticmethod
-    def nothing(selection: Selection) -> list[GateSession]:
+    def nothing(selection: GateSelection) -> list[GateSession]:
         """What a store that does not exist yet holds: each named session, missing."""
         return _complete({}, selection)
 
-    def read(self, selection: Selection) -> list[GateSession]:
+    def read(self, selection: GateSelection) -> list[GateSession]:
         """The selected sessions: their rows read a page at a time (`Store.session_lines`),
         then the findings of the runs that have any, in one more query per 500 runs."""
         lines: dict[str, SessionLine] = {}
@@ -383,7 +387,7 @@ class StoreSource:
         if s.override_status is not None:
             standing = overrides(self.store, s.session_id)
             last = standing[-1] if standing else None
-            override = Override(
+            override = StandingOverride(
                 s.override_status,
                 None if last is None else last.author,
                 None if last is None else last.reason,
@@ -403,7 +407,7 @@ class StoreSource:
         )
 
 
-def _filters(selection: Selection) -> Iterator[SessionFilter]:
+def _filters(selection: GateSelection) -> Iterator[SessionFilter]:
     from verifier.store import SessionFilter
 
     ids = selection.session_ids
@@ -416,7 +420,7 @@ def _filters(selection: Selection) -> Iterator[SessionFilter]:
         yield SessionFilter(branch=branch)
 
 
-def _complete(found: dict[str, GateSession], selection: Selection) -> list[GateSession]:
+def _complete(found: dict[str, GateSession], selection: GateSelection) -> list[GateSession]:
     """The sessions found, oldest ended first, and each named session not found as missing."""
     for session_id in selection.session_ids:
         found.setdefault(session_id, GateSession.missing(session_id))
@@ -452,7 +456,7 @@ class ServerSource:
     def close(self) -> None:
         self._client.close()
 
-    def read(self, selection: Selection) -> list[GateSession]:
+    def read(self, selection: GateSelection) -> list[GateSession]:
         found: dict[str, GateSession] = {}
         details: set[str] = set()
         for session_id in selection.session_ids:
@@ -561,7 +565,7 @@ def session_from_api(body: dict[str, Any], *, with_findings: bool) -> GateSessio
             history = body.get("overrides") or []
             last = history[-1] if history and isinstance(history[-1], dict) else {}
             said = last.get("status") == override_status
-            override = Override(
+            override = StandingOverride(
                 str(override_status),
                 last.get("author") if said else None,
                 last.get("reason") if said else None,
@@ -639,3 +643,87 @@ def watch(
                 f"still pending ({shown}): {elapsed:.0f}s of {wait_s:g}s"
             )
         sleep(min(poll_s, max(wait_s - elapsed, 0.0)))
+
+
+# -- the command ----------------------------------------------------------------------------
+
+
+def judge(
+    config: Callable[[], Config],
+    *,
+    session_ids: Sequence[str] = (),
+    commits: Sequence[str] = (),
+    branches: Sequence[str] = (),
+    rev_range: str | None = None,
+    repo: Path | None = None,
+    server: str | None = None,
+    token: str | None = None,
+    wait_s: float = 0.0,
+    inconclusive: str = "fail",
+    allow_empty: bool = False,
+    progress: Callable[[str], None] | None = None,
+    notice: Notice | None = None,
+) -> Decision:
+    """May this be merged? The steps of this module's docstring, one call each.
+
+    The sessions are read from `server` (with the read `token`, from
+    ``$VERIFIER_TOKEN``) or else from the configured store, opened read-only; a
+    store that does not exist yet holds no session (`notice` says so, once; it is
+    looked for again while waiting). `config` is called only to read the store:
+    a gate that reads a server needs no configuration.
+    """
+    selection = resolve_selection(
+        session_ids=session_ids, commits=commits, branches=branches, rev_range=rev_range, repo=repo
+    )
+    if server is not None:
+        if token is None:
+            raise ConfigError(f"--server: ${TOKEN_ENV} is not set: put the read token there")
+        source = ServerSource(server, token)
+        try:
+            watched = watch(lambda: source.read(selection), wait_s, progress=progress)
+        finally:
+            source.close()
+        described = source.description
+    else:
+        watched, described = _from_store(config(), selection, wait_s, progress, notice)
+    return decide(
+        watched.sessions,
+        selection,
+        inconclusive=inconclusive,
+        allow_empty=allow_empty,
+        source=described,
+        waited_s=watched.waited_s if wait_s else None,
+    )
+
+
+def _from_store(
+    config: Config,
+    selection: GateSelection,
+    wait_s: float,
+    progress: Callable[[str], None] | None,
+    notice: Notice | None,
+) -> tuple[Watched, str]:
+    """The selected sessions from the configured store, opened read-only once it exists."""
+    from verifier.store import NoStore, Store
+
+    description = f"store {mask_url(config.database_url)}"
+    opened: list[Store] = []
+    said: list[str] = []
+
+    def read() -> list[GateSession]:
+        if not opened:
+            try:
+                opened.append(Store.open(config.database_url, read_only=True))
+            except NoStore as exc:
+                if not said:  # once, not at every reading while waiting
+                    said.append(str(exc))
+                    if notice is not None:
+                        notice(str(exc))
+                return StoreSource.nothing(selection)
+        return StoreSource(opened[0], description).read(selection)
+
+    try:
+        return watch(read, wait_s, progress=progress), description
+    finally:
+        for store in opened:
+            store.close()

@@ -4,10 +4,15 @@ The command line, the demo, and next the API and the workers, call these
 functions; none of them opens the store and sequences the steps itself.
 
 * `submit`: bytes in, a stored session out (or the bytes kept as rejected);
-* `verify_report`: bytes in, a verdict out, stored as a run unless told not to;
+* `verify_report`: bytes in, a verdict out, stored as a run unless told not to
+  (`verify_file`: the same, the bytes read from a file or stdin);
 * `record`: a verdict appended to its session's runs;
 * `verify_session`: a stored session verified again from its stored bytes (the
   workers' step), and `reverify`, which asks the queue for that.
+
+`verify_report` and `verify_session` share one sequence (`_verify_and_record`):
+the mirror, the checks with the store as their caches, the run recorded, the
+blob digests saved.
 """
 
 from __future__ import annotations
@@ -15,9 +20,10 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
+import sys
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -117,6 +123,18 @@ def read_report(stream: BinaryIO, limit: int) -> bytes | Oversized:
     while chunk := stream.read(_CHUNK):
         body.add(chunk)
     return body.result()
+
+
+def read_source(source: str, limit: int) -> bytes | Oversized:
+    """A report's bytes from the file `source`, or from stdin for ``-`` (`read_report`);
+    a file that cannot be read is `ConfigError`."""
+    if source == "-":
+        return read_report(sys.stdin.buffer, limit)
+    try:
+        with Path(source).open("rb") as stream:
+            return read_report(stream, limit)
+    except OSError as exc:
+        raise ConfigError(f"cannot read report {source!r}: {exc.strerror}") from None
 
 
 def _within(raw: bytes | Oversized, limit: int) -> bytes | Oversized:
@@ -250,31 +268,46 @@ def verify_report(
         if options.repo_path is not None:
             _require_repository(options.repo_path)
         check_policy(config, report.doc.repo.name, options)
-        options, repo_problem = mirrored(config, report, options, progress)
 
         try:
-            verification = verify(
-                report,
-                config,
-                options,
-                progress,
-                admit=None if db is None else db.admit,
-                digest_cache=db,
-                test_cache=db if config.test_result_cache else None,
-                repo_problem=repo_problem,
-                witnessed=None if db is None else _witnessed(db.store(), report.session_id),
+            verification, run_id = _verify_and_record(
+                report, config, options, db, progress, admit=True
             )
         except InvalidReport as exc:  # the trajectory, loaded while the tests ran
             keep(report.raw, exc)
             raise
-
-        if db is None:
+        except _NotRecorded as exc:  # the verdict stands; a delivery becomes inconclusive
+            return Outcome(exc.verification, None, f"not stored: {exc.problem}")
+        if run_id is None:
             return Outcome(verification, None, "not stored (--no-store)")
-        run_id, note = db.record(verification, config)
-        return Outcome(verification, run_id, note)
+        return Outcome(verification, run_id, f"stored as run {run_id}")
     finally:
         if db is not None:
             db.close()
+
+
+def verify_file(
+    config: Config,
+    source: str,
+    *,
+    repo_path: Path | None = None,
+    repo_name: str | None = None,
+    test_command: Sequence[str] | None = None,
+    test_timeout_s: float | None = None,
+    store: bool = True,
+    progress: Progress | None = None,
+) -> Outcome:
+    """`verify_report` of the report in the file `source` (``-``: stdin), with what the
+    command line overrides: the repository's path, the policy's repository, the test
+    command and its timeout."""
+    options = Options(
+        repo_path=repo_path,
+        repo_name=repo_name,
+        test_command=test_command,
+        test_timeout_s=test_timeout_s,
+    )
+    raw = read_source(source, config.max_report_bytes)
+    return verify_report(raw, config, options, store=store, source=source, progress=progress)
 
 
 def verify_session(
@@ -300,29 +333,94 @@ def verify_session(
        worker that ran it, in one transaction that first calls `guard`: a guard
        that says False (the job is no longer this worker's) raises `LostJob` and
        nothing is written. A store that cannot be written raises
-       `InfrastructureError`, for the queue to retry;
-    4. count the run's check durations in this process's metrics.
+       `InfrastructureError`, for the queue to retry.
+
+    The worker counts the run's check durations in its metrics once this returns.
     """
     report = parse_document(store.report_bytes(session_id))
-    db = _Database.over(store)
-    options, repo_problem = mirrored(config, report, Options())
+    run = _Run(reason=reason, job_id=job_id, worker=worker, guard=guard)
+    try:
+        verification, run_id = _verify_and_record(
+            report, config, Options(), _Database.over(store), run=run
+        )
+    except _NotRecorded as exc:
+        raise exc.cause from None
+    assert run_id is not None  # a store was given: the run is recorded or this raised
+    return Outcome(verification, run_id, f"stored as run {run_id}")
+
+
+@dataclass(frozen=True)
+class _Run:
+    """How a run is recorded: why it happened, the queue's job, the worker, its guard."""
+
+    reason: str | None = None
+    job_id: int | None = None
+    worker: str | None = None
+    guard: Callable[[Connection], bool] | None = None
+
+
+class _NotRecorded(Exception):
+    """A verdict reached whose run could not be recorded (`cause` says why)."""
+
+    def __init__(self, verification: Verification, cause: InfrastructureError) -> None:
+        super().__init__(str(cause))
+        self.verification = verification
+        self.cause = cause
+        self.problem = str(cause)
+
+
+def _verify_and_record(
+    report: Report,
+    config: Config,
+    options: Options,
+    db: _Database | None,
+    progress: Progress | None = None,
+    *,
+    admit: bool = False,
+    run: _Run = _Run(),
+) -> tuple[Verification, int | None]:
+    """The sequence `verify_report` and `verify_session` share; the run's id, or None
+    without a store (``--no-store``).
+
+    1. a repository given by ``url`` fetched into this worker's mirror (`mirrored`);
+    2. verify, the store serving as the cache of blob digests and of test results
+       (and, with `admit`, storing the report as its session as soon as it has
+       loaded), the witness's copy of the trail consulted;
+    3. record the run (`record`): a store that cannot be opened or written raises
+       `_NotRecorded`, carrying the verdict;
+    4. save the blob digests the changes check computed.
+    """
+    options, repo_problem = mirrored(config, report, options, progress)
+    store = None if db is None else db.store()
     verification = verify(
         report,
         config,
         options,
+        progress,
+        admit=db.admit if db is not None and admit else None,
         digest_cache=db,
-        test_cache=db if config.test_result_cache else None,
+        test_cache=db if db is not None and config.test_result_cache else None,
         repo_problem=repo_problem,
-        witnessed=_witnessed(store, session_id),
+        witnessed=None if db is None else _witnessed(store, report.session_id),
     )
-    run_id = record(
-        store, verification, config, reason=reason, job_id=job_id, worker=worker, guard=guard
-    )
+    if db is None:
+        return verification, None
+    try:
+        if store is None:
+            raise InfrastructureError(db.problem or "the store cannot be opened")
+        run_id = record(
+            store,
+            verification,
+            config,
+            reason=run.reason,
+            job_id=run.job_id,
+            worker=run.worker,
+            guard=run.guard,
+        )
+    except InfrastructureError as exc:
+        raise _NotRecorded(verification, exc) from None
     db.save_digests()
-    from verifier.service.metrics import observe_run  # this process's /metrics histogram
-
-    observe_run(verification)
-    return Outcome(verification, run_id, f"stored as run {run_id}")
+    return verification, run_id
 
 
 def reverify(
@@ -548,6 +646,11 @@ class _Database:
                     gc.collect()
             return self._store
 
+    @property
+    def problem(self) -> str | None:
+        """Why the store cannot be used, once opening it failed."""
+        return self._problem
+
     def admit(self, report: Report) -> None:
         store = self.store()
         if store is not None:
@@ -585,17 +688,6 @@ class _Database:
 
         with contextlib.suppress(InfrastructureError):
             TestResults(store).put(key, session_id, result)
-
-    def record(self, verification: Verification, config: Config) -> tuple[int | None, str]:
-        store = self.store()
-        if store is None:
-            return None, f"not stored: {self._problem}"
-        try:
-            run_id = record(store, verification, config)
-        except InfrastructureError as exc:
-            return None, f"not stored: {exc}"
-        self.save_digests()
-        return run_id, f"stored as run {run_id}"
 
     def save_digests(self) -> None:
         """Write the digests the changes check computed, when they are worth a write."""

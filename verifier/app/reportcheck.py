@@ -7,8 +7,8 @@ against the trajectory, effects against the claims). The repository-side
 checks (changes in git, the tests) are `verify`'s; this is the loop a harness
 author runs while writing their harness, before any verifier sees the report.
 
-`check_report` turns bytes into a `ReportCheck`; `render_text` and
-`render_json` turn that into output. No I/O here, so each part is tested alone.
+`check_report` turns bytes into a `ReportCheck` (`check_file`: the bytes of a
+file, or stdin); `verifier.formats.render` turns that into output.
 
 When an entry's hash does not match, a `HashExplanation` carries the exact
 bytes we hashed (RFC 8785 canonical form, after the domain prefix), so the
@@ -27,14 +27,17 @@ from typing import Any, Literal
 
 from audit.chain import ENTRY_DOMAIN, entry_hash
 from audit.jcs import CanonicalizationError, canonicalize, sha256_hex
+from verifier import resources
 from verifier._internal.paths import unsafe_reason
+from verifier.app.pipeline import Oversized, read_source
 from verifier.checks import audit as audit_check
+from verifier.config import DEFAULT_MAX_REPORT_BYTES
 from verifier.contract.profiles import load_profile
 from verifier.contract.report import Report, parse_report
 from verifier.errors import InvalidReport
 from verifier.findings import Finding
 
-__all__ = ["HashExplanation", "ReportCheck", "check_report", "render_json", "render_text"]
+__all__ = ["HashExplanation", "ReportCheck", "check_file", "check_report"]
 
 # The findings whose `path` is a file of the repository, not a field of the report.
 _FILE_PATH_CODES = frozenset(
@@ -126,6 +129,24 @@ class ReportCheck:
             return f"{path} (entry seq {json.dumps(self.seqs[int(m.group(1))])})"
         return path
 
+    def finding_dict(self, finding: Finding) -> dict[str, Any]:
+        """The finding's JSON form, with the entry's stated ``seq`` when it is about an entry."""
+        data = finding.to_dict()
+        m = _ENTRY_AT.match(finding.path or "")
+        if m is not None and int(m.group(1)) in self.seqs:
+            data["seq"] = self.seqs[int(m.group(1))]
+        return data
+
+
+def check_file(source: str, profiles_dir: Path | None = None) -> ReportCheck:
+    """`check_report` of the report in the file `source` (``-``: stdin), with the tool
+    profiles of `profiles_dir` (default: the packaged ones); a report over the default
+    ``max_report_bytes`` is `InvalidReport`, as the verifier would refuse it."""
+    raw = read_source(source, DEFAULT_MAX_REPORT_BYTES)
+    if isinstance(raw, Oversized):
+        raise raw.error()
+    return check_report(raw, profiles_dir or resources.profiles_dir())
+
 
 def check_report(raw: bytes, profiles_dir: Path) -> ReportCheck:
     """Check `raw` as a session report v1, offline.
@@ -202,100 +223,3 @@ def _explanations(report: Report, findings: tuple[Finding, ...]) -> list[HashExp
             )
         )
     return out
-
-
-def render_text(check: ReportCheck, *, explain: bool = False) -> str:
-    """What a harness author reads: each finding with its code, where, expected and found."""
-    if check.invalid is not None:
-        return (
-            "invalid report: the bytes are not a session report v1\n"
-            f"  field:   {check.invalid.field}\n"
-            f"  problem: {check.invalid.problem}\n"
-        )
-    lines = [
-        f"report {check.session_id}: "
-        + (
-            "valid, no finding"
-            if not check.findings
-            else f"{len(check.findings)} finding{'s' if len(check.findings) > 1 else ''}"
-        )
-        + f" (profile {check.profile}, {check.entries} audit entries, {check.calls} calls)"
-    ]
-    for finding in check.findings:
-        lines.append(f"{finding.code}: {finding.message}")
-        where = check.where(finding)
-        if where is not None:
-            lines.append(f"  where:    {where}")
-        if finding.expected is not None:
-            lines.append(f"  expected: {finding.expected}")
-        if finding.found is not None:
-            lines.append(f"  found:    {finding.found}")
-    if check.unknown_calls:
-        lines.append(
-            f"note: calls the profile {check.profile!r} does not know (kept raw, not normalised): "
-            + ", ".join(check.unknown_calls)
-        )
-    if explain:
-        for e in check.explanations:
-            lines.extend(_explain_lines(e))
-        if not check.explanations:
-            lines.append("explain: no hash to explain")
-    elif check.explanations:
-        lines.append("(--explain shows the canonical bytes behind each hash that does not match)")
-    return "\n".join(lines) + "\n"
-
-
-def _explain_lines(e: HashExplanation) -> list[str]:
-    seq = json.dumps(e.seq)
-    if e.kind == "entry":
-        head = (
-            f"explain audit.entries[{e.index}] (seq {seq}): hashed "
-            '"audit-entry/v1", one NUL byte, then these RFC 8785 bytes (the entry without "hash"):'
-        )
-    else:
-        what = "args" if e.kind == "args" else "response"
-        head = (
-            f"explain audit.entries[{e.index}] (seq {seq}) {e.kind}_sha256: the RFC 8785 bytes "
-            f"of the {what} of call {e.call_id}:"
-        )
-    return [
-        head,
-        e.canonical.decode("utf-8"),
-        f"  computed: {e.computed}",
-        f"  stated:   {e.stated}",
-    ]
-
-
-def render_json(check: ReportCheck, *, explain: bool = False) -> str:
-    """One JSON object for scripts; ``explanations`` only with `explain`."""
-    data: dict[str, Any]
-    if check.invalid is not None:
-        data = {
-            "valid": False,
-            "field": check.invalid.field,
-            "problem": check.invalid.problem,
-            "findings": [],
-        }
-    else:
-        data = {
-            "valid": True,
-            "session_id": check.session_id,
-            "profile": check.profile,
-            "entries": check.entries,
-            "calls": check.calls,
-            "findings": [_finding_dict(check, f) for f in check.findings],
-            "unknown_calls": list(check.unknown_calls),
-        }
-        if explain:
-            data["explanations"] = [e.to_dict() for e in check.explanations]
-    data["exit_code"] = check.exit_code
-    return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
-
-
-def _finding_dict(check: ReportCheck, finding: Finding) -> dict[str, Any]:
-    """The finding's JSON form, with the entry's stated ``seq`` when it is about an entry."""
-    data = finding.to_dict()
-    m = _ENTRY_AT.match(finding.path or "")
-    if m is not None and int(m.group(1)) in check.seqs:
-        data["seq"] = check.seqs[int(m.group(1))]
-    return data

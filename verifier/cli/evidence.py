@@ -1,15 +1,19 @@
-"""`verifier evidence export|verify` and `verifier keys create`: faces of
-`verifier.app.evidence` (export) and `audit.bundle` (verification, offline)."""
+"""Evidence bundles: ``verifier evidence export|verify`` and ``verifier keys create``.
+
+The export reads the store (`verifier.app.evidence`); the verification needs the
+audit package alone, offline (`audit.bundle`).
+"""
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 import click
 
-from verifier.cli.common import _emit, config_option, format_option
+from verifier.app import evidence
+from verifier.cli.options import config_option, emit, exit_with, format_option, given_moment
 from verifier.config import Config
-from verifier.errors import ConfigError, NotFound
 from verifier.formats import render
 
 
@@ -22,8 +26,18 @@ def evidence_group() -> None:
 @click.option(
     "--session", "session_ids", multiple=True, metavar="ID", help="This session (repeatable)."
 )
-@click.option("--since", metavar="TIME", help="Sessions that ended at or after TIME (ISO 8601).")
-@click.option("--until", metavar="TIME", help="Sessions that ended before TIME (ISO 8601).")
+@click.option(
+    "--since",
+    metavar="TIME",
+    callback=given_moment,
+    help="Sessions that ended at or after TIME (ISO 8601).",
+)
+@click.option(
+    "--until",
+    metavar="TIME",
+    callback=given_moment,
+    help="Sessions that ended before TIME (ISO 8601).",
+)
 @click.option(
     "--out",
     "out",
@@ -33,56 +47,20 @@ def evidence_group() -> None:
 )
 @config_option
 @format_option
-def evidence_export_cmd(
+def evidence_export_command(
     session_ids: tuple[str, ...],
-    since: str | None,
-    until: str | None,
+    since: datetime | None,
+    until: datetime | None,
     out: Path,
-    config_path: Path | None,
+    config: Config,
     fmt: str,
 ) -> None:
     """Write the sessions' reports as received, normalised actions, runs with their
     findings, overrides, test logs and signed in-toto statements, with a signed
     manifest: the same sessions give the same bytes. TIME has its UTC offset
     (2026-11-29T10:00:00+00:00 or ...Z)."""
-    from verifier.app.evidence import (
-        Selection,
-        export,
-        key_fingerprint,
-        load_key,
-        write_bundle,
-    )
-    from verifier.moments import parse_moment
-    from verifier.store import NoStore, Store
-
-    selection = Selection(
-        session_ids,
-        None if since is None else parse_moment(since, "--since"),
-        None if until is None else parse_moment(until, "--until"),
-    )
-    config = Config.load(config_path)
-    key = load_key(config.evidence.signing_key)
-    try:
-        with Store.open(config.database_url, read_only=True) as store:
-            bundle = export(store, config, selection, key, compress=out.suffix != ".tar")
-    except NoStore as exc:
-        raise NotFound(f"nothing to export: {exc}") from None
-    write_bundle(out, bundle.data)
-    summary = {
-        "out": str(out),
-        "sessions": list(bundle.session_ids),
-        "files": bundle.files,
-        "bytes": len(bundle.data),
-        "key_fingerprint": key_fingerprint(key),
-    }
-    if fmt == "json":
-        _emit(render.dumps(summary))
-    else:
-        _emit(
-            f"wrote {out}: {len(bundle.session_ids)} session(s), {bundle.files} files, "
-            f"{len(bundle.data)} bytes\n"
-            f"signed by key {summary['key_fingerprint']}\n"
-        )
+    written = evidence.export_file(config, evidence.BundleSelection(session_ids, since, until), out)
+    emit(render.dumps(written.to_dict()) if fmt == "json" else render.written_text(written))
 
 
 @evidence_group.command("verify", short_help="Verify an evidence bundle offline.")
@@ -93,41 +71,22 @@ def evidence_export_cmd(
     help="The signing key's fingerprint the bundle must carry (hex SHA-256 of the public key).",
 )
 @format_option
-def evidence_verify_cmd(bundle: Path, key_fingerprint: str | None, fmt: str) -> None:
+def evidence_verify_command(bundle: Path, key_fingerprint: str | None, fmt: str) -> None:
     """Check a bundle with the audit package alone: the archive, the key, the manifest's
     signature, every file's digest, each statement's signature, report hash, subjects
     and verdict. Exit 0 when it verifies, 1 with `reason: CODE` when it does not."""
-    from audit.bundle import BundleError, verify_bundle
-    from audit.dsse import is_fingerprint
-    from verifier.cli.main import _Exit  # the exit code, once the output is written
-
-    if key_fingerprint is not None and not is_fingerprint(key_fingerprint.lower()):
-        raise ConfigError(f"--key-fingerprint: expected 64 hex digits, got {key_fingerprint!r}")
-    try:
-        data = bundle.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"cannot read {str(bundle)!r}: {exc.strerror}") from None
-    try:
-        verified = verify_bundle(data, key_fingerprint)
-    except BundleError as exc:
-        if fmt == "json":
-            _emit(render.dumps({"ok": False, "reason": exc.reason, "message": exc.message}))
-        else:
-            _emit(f"reason: {exc.reason}\n{exc.message}\n")
-        raise _Exit(1) from None
-    if fmt == "json":
-        _emit(render.dumps(verified.to_dict()))
+    checked = evidence.verify_file(bundle, key_fingerprint)
+    if checked.verified is not None:
+        verified = checked.verified
+        emit(render.dumps(verified.to_dict()) if fmt == "json" else render.bundle_text(verified))
     else:
-        lines = [f"verified: {len(verified.sessions)} session(s), {verified.files} files"]
-        lines.append(f"signed by key {verified.key_fingerprint}")
-        for s in verified.sessions:
-            verdict = s["verdict"] or {}
-            report = "report included" if s["report_included"] else "report pruned"
-            lines.append(
-                f"  {s['session_id']}: {verdict.get('computed')} "
-                f"(effective {verdict.get('effective')}), {s['subjects']} file(s), {report}"
-            )
-        _emit("\n".join(lines) + "\n")
+        reason, message = checked.reason or "", checked.message or ""
+        emit(
+            render.bundle_refused_json(reason, message)
+            if fmt == "json"
+            else render.bundle_refused_text(reason, message)
+        )
+    exit_with(checked.exit_code)
 
 
 @click.group("keys")
@@ -139,15 +98,10 @@ def keys_group() -> None:
 @click.option("--force", is_flag=True, help="Replace an existing key.")
 @config_option
 @format_option
-def keys_create_cmd(force: bool, config_path: Path | None, fmt: str) -> None:
+def keys_create_command(force: bool, config: Config, fmt: str) -> None:
     """Create the Ed25519 key of [evidence] signing_key (mode 0600) and print its
     fingerprint, the hex SHA-256 of the raw public key: auditors pin it."""
-    from verifier.app.evidence import create_key
-
-    config = Config.load(config_path)
-    path = config.evidence.signing_key
-    fp = create_key(path, force=force)
-    if fmt == "json":
-        _emit(render.dumps({"path": str(path), "fingerprint": fp}))
-    else:
-        _emit(f"wrote {path}\nfingerprint {fp}\n")
+    path, fingerprint = evidence.create_signing_key(config, force=force)
+    emit(
+        render.key_json(path, fingerprint) if fmt == "json" else render.key_text(path, fingerprint)
+    )

@@ -472,33 +472,15 @@ def run(workdir: Path, fmt: str = "text", model: Model | None = None) -> list[Ve
             render.dumps({"sessions": [v.to_dict() for v in verifications], "rates": rates})
         )
         return verifications
-    console, out = render._console()
-    table = render.sessions_table()
-    for v in verifications:
-        table.add_row(
-            *render.session_row(
-                v.session_id, v.agent_status, v.done, v.delivery_status.value, v.first_finding
-            )
-        )
-    console.print(table)
-    console.print(
-        f"done rate      [bold]{rates['done_rate']:.0%}[/bold] "
-        f"({rates['done']} of {rates['sessions']})"
+    text = render.demo_text(
+        verifications,
+        rates,
+        store=f"{rel}/verifier.sqlite3",
+        example=f"{command} verify {rel}/reports/{reports[2].name} {cfg}",
+        page=f"{rel}/index.html",
+        browse=browse,
     )
-    console.print(
-        f"delivered rate [bold]{rates['delivered_rate']:.0%}[/bold] "
-        f"({rates['delivered']} of {rates['sessions']})"
-    )
-    console.print(
-        f"[dim]stored in {rel}/verifier.sqlite3; try: {command} verify "
-        f"{rel}/reports/{reports[2].name} {cfg}[/dim]",
-        soft_wrap=True,
-    )
-    console.print(f"the same view as a page: {rel}/index.html", soft_wrap=True)
-    console.print(
-        "browse it live: " + "\n                ".join(browse), soft_wrap=True, highlight=False
-    )
-    sys.stdout.write(out.getvalue())
+    sys.stdout.write(text)
     return verifications
 
 

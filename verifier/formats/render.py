@@ -14,8 +14,6 @@ import json
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -24,13 +22,23 @@ from verifier.findings import CheckResult, CheckStatus, DeliveryStatus, Finding,
 from verifier.moments import utc_text
 
 if TYPE_CHECKING:  # the store loads SQLAlchemy, rich costs an import: neither is needed for JSON
+    from pathlib import Path
+
     from rich.console import Console
     from rich.table import Table
 
+    from audit.bundle import Verified
+    from audit.trailfile import TrailCheck
     from verifier.app.adapters import Inventory, Scan, Shadow
+    from verifier.app.evidence import Written
+    from verifier.app.reportcheck import HashExplanation, ReportCheck
+    from verifier.app.sessions import Ingestion, Listing, Overridden, SessionView
+    from verifier.app.settings import Settings
+    from verifier.app.tokens import Created, Revoked, TokenView
     from verifier.contract.profiles import Action
-    from verifier.store import Counts, Listed, RunRow, SessionRow
-    from verifier.store.overrides import OverrideRow
+    from verifier.store import Counts
+    from verifier.store.maintenance import CopyResult, PrunePlan, PruneResult
+    from verifier.store.webhooks import DeliveryRow
 
 VERDICT_STYLE = {
     DeliveryStatus.DELIVERED.value: "bold green",
@@ -194,48 +202,19 @@ def overridden_line(overridden: int) -> str:
     )
 
 
-def run_dict(run: RunRow) -> dict[str, Any]:
-    return {
-        "id": run.id,
-        "verifier_version": run.verifier_version,
-        "delivery_status": run.delivery_status.value,
-        "checks": {name: status.value for name, status in run.checks.items()},
-        "verified_at": utc_text(run.finished_at),
-        "result": run.result,
-    }
+def session_json(view: SessionView) -> str:
+    """``show --format json``: the session whole (`SessionView.to_dict`)."""
+    return dumps(view.to_dict())
 
 
-def session_dict(
-    session: SessionRow, runs: Sequence[RunRow], overrides: Sequence[OverrideRow] = ()
-) -> dict[str, Any]:
-    """A stored session and all its runs, for ``show --format json``.
-
-    `delivery_status` is the latest conclusive verdict (or the latest run's status
-    when there is none, or ``pending``); `latest_run` is the latest run;
-    `override_status` a person's standing override, `effective_status` the
-    override or else the computed verdict, `overrides` every override, oldest first.
-    """
-    data = {k: utc_text(v) if isinstance(v, datetime) else v for k, v in asdict(session).items()}
-    conclusive = [r for r in runs if r.delivery_status is not DeliveryStatus.INCONCLUSIVE]
-    verdict = conclusive[-1] if conclusive else (runs[-1] if runs else None)
-    data["delivery_status"] = verdict.delivery_status.value if verdict else "pending"
-    data["effective_status"] = session.override_status or data["delivery_status"]
-    data["overrides"] = [o.to_dict() for o in overrides]
-    data["latest_run"] = run_dict(runs[-1]) if runs else None
-    data["runs"] = [run_dict(run) for run in runs]
-    return data
-
-
-def session_text(
-    session: SessionRow,
-    runs: Sequence[RunRow],
-    width: int | None = None,
-    overrides: Sequence[OverrideRow] = (),
-) -> str:
+def session_text(view: SessionView, width: int | None = None) -> str:
+    """A stored session, a table of its runs, the verdict with its findings, and the
+    overrides beside it."""
     from rich.table import Table
 
     console, out = _console(width)
     esc = _escape
+    session, runs = view.session, view.runs
     done = "done" if session.done else "not done"
     console.print(
         f"session [bold]{esc(session.session_id)}[/bold]  agent {esc(session.agent_name)}"
@@ -248,7 +227,7 @@ def session_text(
     )
     if not runs:
         console.print("  never verified: run `verifier verify` on its report")
-        _overrides_text(console, session, overrides)
+        _overrides_text(console, view)
         return out.getvalue()
     names = list(dict.fromkeys(name for run in runs for name in run.checks))
     table = Table("run", "verified at", "verdict", *names, "findings")
@@ -262,58 +241,31 @@ def session_text(
             str(len(run.findings)),
         )
     console.print(table)
-    data = session_dict(session, runs)
-    console.print(f"  verdict: {verdict_text(data['delivery_status'])}")
-    shown = next(r for r in reversed(runs) if r.delivery_status.value == data["delivery_status"])
-    for finding in shown.findings:
+    console.print(f"  verdict: {verdict_text(view.delivery_status)}")
+    shown = view.shown_run
+    for finding in () if shown is None else shown.findings:
         console.print(f"  - [bold]{esc(finding.code)}[/bold] {esc(finding.message)}")
-    _overrides_text(console, session, overrides)
+    _overrides_text(console, view)
     return out.getvalue()
 
 
-def _overrides_text(
-    console: Console, session: SessionRow, overrides: Sequence[OverrideRow]
-) -> None:
+def _overrides_text(console: Console, view: SessionView) -> None:
     """The override standing beside the computed verdict, and every override made."""
-    if session.override_status is not None:
+    if view.session.override_status is not None:
         console.print(
-            f"  override: {verdict_text(session.override_status)} "
+            f"  override: {verdict_text(view.session.override_status)} "
             "(a person's verdict; the computed one above stands beside it)"
         )
-    for o in overrides:
+    for o in view.overrides:
         console.print(
             f"  - {utc_text(o.at)} {_escape(o.author)}: {o.status.replace('_', ' ')}: "
             f"{_escape(o.reason)}"
         )
 
 
-def listing_dict(rows: Sequence[Listed], rates: Counts, overridden: int = 0) -> dict[str, Any]:
-    def first(run: RunRow | None) -> dict[str, Any] | None:
-        return run.findings[0].to_dict() if run is not None and run.findings else None
-
-    return {
-        "sessions": [
-            {
-                "session_id": row.session.session_id,
-                "agent_status": row.session.raw_status,
-                "done": row.session.done,
-                "delivery_status": row.delivery_status,
-                "override_status": row.session.override_status,
-                "effective_status": row.effective_status,
-                "first_finding": first(row.verdict_run or row.latest_run),
-                "verified_at": utc_text(row.verdict_run.finished_at) if row.verdict_run else None,
-                "latest_run": None
-                if row.latest_run is None
-                else {
-                    "id": row.latest_run.id,
-                    "delivery_status": row.latest_run.delivery_status.value,
-                    "verified_at": utc_text(row.latest_run.finished_at),
-                },
-            }
-            for row in rows
-        ],
-        "rates": {**rates.to_dict(), "verdicts": "computed", "overridden": overridden},
-    }
+def listing_json(listing: Listing) -> str:
+    """``list --format json``: each session's line (`SessionView.summary_dict`), the rates."""
+    return dumps(listing.to_dict())
 
 
 def sessions_table() -> Table:
@@ -337,54 +289,63 @@ def session_row(
     )
 
 
-def listing_text(
-    rows: Sequence[Listed], rates: Counts, width: int | None = None, overridden: int = 0
-) -> str:
+def listing_text(listing: Listing, width: int | None = None) -> str:
+    """A table of the sessions, then the rates and what they count."""
     console, out = _console(width)
     table = sessions_table()
-    for row in rows:
-        run = row.verdict_run or row.latest_run
-        verdict = row.delivery_status
+    for view in listing.sessions:
+        session = view.session
         cells = list(
             session_row(
-                row.session.session_id,
-                row.session.raw_status,
-                row.session.done,
-                verdict,
-                run.findings[0] if run and run.findings else None,
+                session.session_id,
+                session.raw_status,
+                session.done,
+                view.delivery_status,
+                view.first_finding,
             )
         )
-        latest = row.latest_run
-        if latest is not None and row.verdict_run is not None and latest.id != row.verdict_run.id:
+        latest, verdict_run = view.latest_run, view.verdict_run
+        if latest is not None and verdict_run is not None and latest.id != verdict_run.id:
             cells[3] += f" [dim](latest run {latest.delivery_status.value.replace('_', ' ')})[/dim]"
-        if row.session.override_status is not None:
-            cells[3] += f" [bold]overridden: {row.session.override_status.replace('_', ' ')}[/bold]"
+        if session.override_status is not None:
+            cells[3] += f" [bold]overridden: {session.override_status.replace('_', ' ')}[/bold]"
         table.add_row(*cells)
     console.print(table)
-    console.print(rates_line(rates))
-    console.print(overridden_line(overridden))
+    console.print(rates_line(listing.rates))
+    console.print(overridden_line(listing.overridden))
     return out.getvalue()
 
 
-def ingest_json(rows: Sequence[dict[str, str]]) -> str:
-    return dumps(list(rows))
+def ingest_json(ingestion: Ingestion) -> str:
+    return dumps([row.to_dict() for row in ingestion.reports])
 
 
-def ingest_text(rows: Sequence[dict[str, str]], width: int | None = None) -> str:
+def ingest_text(ingestion: Ingestion, width: int | None = None) -> str:
     from rich.table import Table
 
     console, out = _console(width)
     table = Table("report", "result", "session", "message")
     table.columns[0].overflow = "fold"
-    for row in rows:
+    for row in ingestion.reports:
         table.add_row(
-            _escape(row["report"]),
-            row["result"],
-            _escape(row["session_id"]),
-            _escape(row["message"]),
+            _escape(row.report),
+            row.result,
+            _escape(row.session_id),
+            _escape(row.message),
         )
     console.print(table)
     return out.getvalue()
+
+
+def override_text(done: Overridden) -> str:
+    """The computed verdict, unchanged, and the override that now stands (or none)."""
+    view, row = done.session, done.override
+    standing = view.session.override_status
+    said = "no override stands" if standing is None else f"override {standing.replace('_', ' ')}"
+    return (
+        f"session {view.session.session_id}: computed verdict "
+        f"{view.delivery_status.replace('_', ' ')}; {said} (override {row.id} by {row.author})\n"
+    )
 
 
 def toml_like(settings: Mapping[str, Any]) -> str:
@@ -396,6 +357,229 @@ def toml_like(settings: Mapping[str, Any]) -> str:
         lines += ["", f"[repositories.{name}]"]
         lines += [f"{k} = {json.dumps(v)}" for k, v in table.items() if k != "name"]
     return "\n".join(lines)
+
+
+def settings_text(shown: Settings) -> str:
+    """``config show``: the file read (or that none was, and where one was looked for),
+    then the settings as TOML-looking lines."""
+    lines = [f"file: {shown.file or 'none (the packaged defaults apply)'}"]
+    if shown.file is None:
+        lines.append("searched: " + ", ".join(str(p) for p in shown.searched))
+    lines.append(toml_like(shown.settings))
+    return "\n".join(lines) + "\n"
+
+
+# -- administration: the database, tokens, webhooks ------------------------------------------
+
+
+def copy_text(result: CopyResult) -> str:
+    """``db copy``: every table copied with its rows and hash, and what was verified."""
+    lines = [f"copied {result.source} to {result.target} in {result.seconds:.1f}s"]
+    lines += [f"  {t.table:<20} {t.rows:>10,} rows  sha256 {t.sha256}" for t in result.tables]
+    lines.append(
+        "verified: row counts and SHA-256 of every table match, and "
+        f"{result.reports_checked:,} reports match their report_sha256 "
+        f"({result.reports_pruned:,} pruned)"
+    )
+    if result.pending:
+        lines.append(f"{result.pending:,} sessions are not verified yet")
+    lines.append("point database_url at the new database to use it")
+    return "\n".join(lines) + "\n"
+
+
+PRUNE_WARNING = (
+    "pruning drops report bytes and test logs for good; export the evidence "
+    "you must keep before pruning"
+)
+
+
+def prune_plan_text(plan: PrunePlan, before: str) -> str:
+    """What ``prune`` is about to drop, asked before it does (`before` as it was given)."""
+    return (
+        f"{plan.sessions:,} sessions ended before {before} "
+        f"({plan.report_bytes:,} report bytes, {plan.runs:,} runs); "
+        f"{plan.kept_unverified:,} never verified are kept"
+    )
+
+
+def prune_text(result: PruneResult, before: str) -> str:
+    """What ``prune`` dropped, and what it kept."""
+    return (
+        f"pruned {result.sessions:,} sessions ended before {before}: "
+        f"{result.report_bytes:,} report bytes and {result.log_bytes:,} bytes of test logs "
+        f"from {result.runs:,} runs ({result.bytes_freed:,} bytes in all); verdicts, findings "
+        f"and hashes are kept (admin log entry {result.admin_log_id})\n"
+    )
+
+
+def token_created_json(created: Created) -> str:
+    return dumps({"token": created.secret, **created.view.to_dict()})
+
+
+def token_created_note(created: Created) -> str:
+    """What goes beside a new token's secret (on stderr: the secret alone on stdout)."""
+    token = created.view.token
+    expires = created.view.to_dict()["expires_at"]
+    expiry = "never expires" if expires is None else f"expires {expires}"
+    return (
+        f"token {token.id} {token.name!r} (scope {token.scope}, {expiry}); "
+        "it is shown this once, keep it now:"
+    )
+
+
+def tokens_json(views: Sequence[TokenView]) -> str:
+    return dumps({"tokens": [view.to_dict() for view in views]})
+
+
+def tokens_text(views: Sequence[TokenView]) -> str:
+    """One line per token: id, scope, state, expiry, who created it, its name."""
+    rows = [view.to_dict() for view in views]
+    lines = [f"{'id':>4}  {'scope':<7} {'state':<8} {'expires':<21} created by  name"]
+    lines += [
+        f"{r['id']:>4}  {r['scope']:<7} {r['state']:<8} {r['expires_at'] or '-':<21} "
+        f"{r['created_by']}  {r['name']}"
+        for r in rows
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def revoked_json(revoked: Revoked) -> str:
+    return dumps({**revoked.view.to_dict(), "revoked_now": revoked.now})
+
+
+def revoked_text(revoked: Revoked) -> str:
+    token = revoked.view.token
+    if revoked.now:
+        return f"token {token.id} {token.name!r} revoked\n"
+    when = revoked.view.to_dict()["revoked_at"]
+    return f"token {token.id} {token.name!r} was already revoked at {when}\n"
+
+
+def deliveries_json(rows: Sequence[DeliveryRow]) -> str:
+    """The delivery log, each delivery with the body it sends."""
+    return dumps({"deliveries": [{**r.to_dict(), "body": r.body.decode("utf-8")} for r in rows]})
+
+
+def deliveries_text(rows: Sequence[DeliveryRow]) -> str:
+    """One line per delivery: its state, attempts, event, webhook, session, last answer."""
+    lines = [
+        f"{'id':>5}  {'state':<9} {'tries':>5}  {'event':<14} {'webhook':<12} {'session':<24} last"
+    ]
+    for r in rows:
+        d = r.to_dict()
+        last = r.last_error or (f"HTTP {r.last_status}" if r.last_status else "-")
+        if r.state == "pending" and d["next_attempt_at"]:
+            last += f"; next {d['next_attempt_at']}"
+        lines.append(
+            f"{r.id:>5}  {r.state:<9} {r.attempts:>5}  {r.event:<14} {r.webhook:<12} "
+            f"{r.session_id:<24} {last}"
+        )
+    if not rows:
+        lines.append("(no deliveries)")
+    return "\n".join(lines) + "\n"
+
+
+def retried_text(counts: Mapping[str, int]) -> str:
+    return (
+        f"{counts['webhooks_delivered']} delivered, {counts['webhooks_pending']} to retry, "
+        f"{counts['webhooks_failed']} failed\n"
+    )
+
+
+# -- trails and evidence, checked offline ---------------------------------------------------
+
+
+def trail_json(path: Path, result: TrailCheck) -> str:
+    return dumps({"trail": str(path), **result.as_dict()})
+
+
+def trail_text(path: Path, result: TrailCheck) -> str:
+    """Intact and complete, intact but unfinished (and why), or where it broke."""
+    count = result.count
+    entries = f"{count} intact entr{'y' if count == 1 else 'ies'}"
+    if result.status == "intact":
+        return f"{path}: intact and complete, {entries}\n"
+    if result.status == "unfinished":
+        return f"{path}: intact but unfinished, {entries}: {result.problem}\n"
+    return f"{path}: broken at line {result.line}: {result.problem}; {entries} before it\n"
+
+
+def written_text(written: Written) -> str:
+    """``evidence export``: where the bundle went, what it holds, which key signed it."""
+    return (
+        f"wrote {written.out}: {len(written.session_ids)} session(s), {written.files} files, "
+        f"{written.size} bytes\n"
+        f"signed by key {written.key_fingerprint}\n"
+    )
+
+
+def bundle_refused_json(reason: str, message: str) -> str:
+    return dumps({"ok": False, "reason": reason, "message": message})
+
+
+def bundle_refused_text(reason: str, message: str) -> str:
+    return f"reason: {reason}\n{message}\n"
+
+
+def bundle_text(verified: Verified) -> str:
+    """``evidence verify``: the sessions of a bundle that verified, each with its verdict."""
+    lines = [f"verified: {len(verified.sessions)} session(s), {verified.files} files"]
+    lines.append(f"signed by key {verified.key_fingerprint}")
+    for s in verified.sessions:
+        verdict = s["verdict"] or {}
+        report = "report included" if s["report_included"] else "report pruned"
+        lines.append(
+            f"  {s['session_id']}: {verdict.get('computed')} "
+            f"(effective {verdict.get('effective')}), {s['subjects']} file(s), {report}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def key_json(path: Path, fingerprint: str) -> str:
+    return dumps({"path": str(path), "fingerprint": fingerprint})
+
+
+def key_text(path: Path, fingerprint: str) -> str:
+    return f"wrote {path}\nfingerprint {fingerprint}\n"
+
+
+# -- the demo -------------------------------------------------------------------------------
+
+
+def demo_text(
+    verifications: Sequence[Verification],
+    rates: Mapping[str, Any],
+    *,
+    store: str,
+    example: str,
+    page: str,
+    browse: Sequence[str],
+) -> str:
+    """``verifier demo``: each session's verdict beside what the agent said, the two rates,
+    and what to try next (`example` verifies one report again, `browse` serves the store)."""
+    console, out = _console()
+    table = sessions_table()
+    for v in verifications:
+        table.add_row(
+            *session_row(
+                v.session_id, v.agent_status, v.done, v.delivery_status.value, v.first_finding
+            )
+        )
+    console.print(table)
+    console.print(
+        f"done rate      [bold]{rates['done_rate']:.0%}[/bold] "
+        f"({rates['done']} of {rates['sessions']})"
+    )
+    console.print(
+        f"delivered rate [bold]{rates['delivered_rate']:.0%}[/bold] "
+        f"({rates['delivered']} of {rates['sessions']})"
+    )
+    console.print(f"[dim]stored in {store}; try: {example}[/dim]", soft_wrap=True)
+    console.print(f"the same view as a page: {page}", soft_wrap=True)
+    console.print(
+        "browse it live: " + "\n                ".join(browse), soft_wrap=True, highlight=False
+    )
+    return out.getvalue()
 
 
 # -- adapters: shadow mode and the migration inventory --------------------------------------
@@ -553,3 +737,94 @@ def inventory_text(result: Inventory, width: int | None = None) -> str:
         line += f"; {len(scan.unreadable):,} unreadable reports skipped"
     console.print(_escape(line))
     return out.getvalue()
+
+
+# -- report check: a report offline ----------------------------------------------------------
+
+
+def report_check_text(check: ReportCheck, *, explain: bool = False) -> str:
+    """What a harness author reads: each finding with its code, where, expected and found."""
+    if check.invalid is not None:
+        return (
+            "invalid report: the bytes are not a session report v1\n"
+            f"  field:   {check.invalid.field}\n"
+            f"  problem: {check.invalid.problem}\n"
+        )
+    lines = [
+        f"report {check.session_id}: "
+        + (
+            "valid, no finding"
+            if not check.findings
+            else f"{len(check.findings)} finding{'s' if len(check.findings) > 1 else ''}"
+        )
+        + f" (profile {check.profile}, {check.entries} audit entries, {check.calls} calls)"
+    ]
+    for finding in check.findings:
+        lines.append(f"{finding.code}: {finding.message}")
+        where = check.where(finding)
+        if where is not None:
+            lines.append(f"  where:    {where}")
+        if finding.expected is not None:
+            lines.append(f"  expected: {finding.expected}")
+        if finding.found is not None:
+            lines.append(f"  found:    {finding.found}")
+    if check.unknown_calls:
+        lines.append(
+            f"note: calls the profile {check.profile!r} does not know (kept raw, not normalised): "
+            + ", ".join(check.unknown_calls)
+        )
+    if explain:
+        for e in check.explanations:
+            lines.extend(_explain_lines(e))
+        if not check.explanations:
+            lines.append("explain: no hash to explain")
+    elif check.explanations:
+        lines.append("(--explain shows the canonical bytes behind each hash that does not match)")
+    return "\n".join(lines) + "\n"
+
+
+def _explain_lines(e: HashExplanation) -> list[str]:
+    seq = json.dumps(e.seq)
+    if e.kind == "entry":
+        head = (
+            f"explain audit.entries[{e.index}] (seq {seq}): hashed "
+            '"audit-entry/v1", one NUL byte, then these RFC 8785 bytes (the entry without "hash"):'
+        )
+    else:
+        what = "args" if e.kind == "args" else "response"
+        head = (
+            f"explain audit.entries[{e.index}] (seq {seq}) {e.kind}_sha256: the RFC 8785 bytes "
+            f"of the {what} of call {e.call_id}:"
+        )
+    return [
+        head,
+        e.canonical.decode("utf-8"),
+        f"  computed: {e.computed}",
+        f"  stated:   {e.stated}",
+    ]
+
+
+def report_check_json(check: ReportCheck, *, explain: bool = False) -> str:
+    """One JSON object for scripts; ``explanations`` only with `explain`."""
+    data: dict[str, Any]
+    if check.invalid is not None:
+        data = {
+            "valid": False,
+            "field": check.invalid.field,
+            "problem": check.invalid.problem,
+            "findings": [],
+        }
+    else:
+        data = {
+            "valid": True,
+            "session_id": check.session_id,
+            "profile": check.profile,
+            "entries": check.entries,
+            "calls": check.calls,
+            "findings": [check.finding_dict(f) for f in check.findings],
+            "unknown_calls": list(check.unknown_calls),
+        }
+        if explain:
+            data["explanations"] = [e.to_dict() for e in check.explanations]
+    data["exit_code"] = check.exit_code
+    return dumps(data)

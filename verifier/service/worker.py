@@ -1,7 +1,8 @@
 """The background work: one verification per job, and the periodic work beside it.
 
 A face of `verifier.app.pipeline` like the others: a job is `pipeline.verify_session`
-with the guard that makes a result count only while its job is still held.
+with the guard that makes a result count only while its job is still held; the
+run's check durations then go into this process's metrics (`observe_run`).
 
 * `run_job` (PostgreSQL, procrastinate): the guard runs inside the verdict's
   transaction and locks the job's row, held when it is still ``doing``, by this
@@ -42,6 +43,7 @@ from sqlalchemy import Connection, text
 from verifier.app.pipeline import verify_session
 from verifier.config import Config, ServiceConfig
 from verifier.errors import Cancelled, InfrastructureError, LostJob
+from verifier.service.metrics import observe_run
 from verifier.store.queue import MAINTENANCE_QUEUE, VERIFY_QUEUE, VERIFY_TASK, Queue, libpq_conninfo
 
 if TYPE_CHECKING:
@@ -185,6 +187,7 @@ def run_job(runtime: Runtime, job: Job) -> str:
         if runtime.stopping.is_set() and not isinstance(exc, Released):
             raise Released(f"stopping: {exc}") from exc
         raise
+    observe_run(outcome.verification)
     status = outcome.verification.delivery_status.value
     log.info("session %s: %s (run %s, job %s)", session_id, status, outcome.run_id, job.id)
     return status
@@ -211,6 +214,7 @@ def run_local(runtime: Runtime, session_id: str, reason: str, after_run: int | N
             log.info("session %s: verification interrupted by the stop, not recorded", session_id)
             return
         raise
+    observe_run(outcome.verification)
     log.info(
         "session %s: %s (run %s)",
         session_id,

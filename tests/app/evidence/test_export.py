@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import gzip
 import hashlib
 import io
@@ -20,9 +21,11 @@ from audit.bundle import pack, verify_bundle
 from audit.dsse import IN_TOTO_PAYLOAD_TYPE
 from tests.support.evidence import DAY1, SESSIONS, Exported, build, export, flip_bit, unpack
 from tests.support.paths import ROOT
-from verifier.app.evidence import Selection, key_fingerprint, load_key
-from verifier.cli import main as cli
-from verifier.errors import BadRequest, ConfigError
+from verifier import cli
+from verifier.app import evidence
+from verifier.app.evidence import BundleSelection, key_fingerprint, load_key
+from verifier.config import EvidenceConfig
+from verifier.errors import BadRequest, ConfigError, NotFound
 from verifier.moments import parse_moment
 
 
@@ -242,7 +245,7 @@ def test_a_session_never_verified_is_exported_as_pending(
     with Store.open(config.database_url) as store:
         submit(store, exported.reports["s-1"], "test")
         files = bundle_files(
-            store, config, ["s-1"], load_key(exported.key_path), Selection(("s-1",))
+            store, config, ["s-1"], load_key(exported.key_path), BundleSelection(("s-1",))
         )
     verified = verify_bundle(pack(files))
     [session] = verified.sessions
@@ -276,7 +279,7 @@ def test_an_offset_time_is_read_in_utc() -> None:
 
 def test_until_before_since_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"^--until: .* is not after --since"):
-        Selection(since=DAY1, until=DAY1)
+        BundleSelection(since=DAY1, until=DAY1)
 
 
 # -- commands ----------------------------------------------------------------------------
@@ -406,6 +409,62 @@ def test_a_key_readable_by_others_is_refused(exported: Exported, tmp_path: Path)
     open_key.chmod(0o644)
     with pytest.raises(ConfigError, match="readable by others"):
         load_key(open_key)
+
+
+# -- the command layer ---------------------------------------------------------------------
+
+
+def test_export_file_writes_the_bundle_signed_with_the_configured_key(
+    exported: Exported, tmp_path: Path
+) -> None:
+    written = evidence.export_file(exported.config, BundleSelection(("s-1",)), tmp_path / "b.tar")
+    data = (tmp_path / "b.tar").read_bytes()
+    assert written.to_dict() == {
+        "out": str(tmp_path / "b.tar"),
+        "sessions": ["s-1"],
+        "files": written.files,
+        "bytes": len(data),
+        "key_fingerprint": key_fingerprint(load_key(exported.key_path)),
+    }
+    assert data[:2] != b"\x1f\x8b" and len(verify_bundle(data).sessions) == 1
+
+
+def test_export_file_of_no_store_is_not_found(exported: Exported, tmp_path: Path) -> None:
+    config = dataclasses.replace(
+        exported.config, database_url=f"sqlite:///{tmp_path / 'none.sqlite3'}"
+    )
+    with pytest.raises(NotFound, match="nothing to export: no store at"):
+        evidence.export_file(config, BundleSelection(("s-1",)), tmp_path / "b.tgz")
+    assert not (tmp_path / "b.tgz").exists()
+
+
+def test_verify_file_answers_with_what_verified_or_the_first_reason(
+    bundle: bytes, exported: Exported, tmp_path: Path
+) -> None:
+    good, bad = tmp_path / "good.tgz", tmp_path / "bad.tgz"
+    good.write_bytes(bundle)
+    bad.write_bytes(b"not an archive")
+    fp = key_fingerprint(load_key(exported.key_path))
+    checked = evidence.verify_file(good, fp)
+    assert checked.exit_code == 0 and checked.verified is not None
+    assert checked.verified.key_fingerprint == fp
+    refused = evidence.verify_file(bad)
+    assert (refused.exit_code, refused.verified, refused.reason) == (1, None, "archive_truncated")
+    assert evidence.verify_file(good, "0" * 64).reason == "key_mismatch"
+    with pytest.raises(ConfigError, match="64 hex digits"):
+        evidence.verify_file(good, "abc")
+    with pytest.raises(ConfigError, match="cannot read"):
+        evidence.verify_file(tmp_path / "absent.tgz")
+
+
+def test_create_signing_key_writes_the_configured_key(exported: Exported, tmp_path: Path) -> None:
+    key_path = tmp_path / "k" / "signing.pem"
+    config = dataclasses.replace(exported.config, evidence=EvidenceConfig(signing_key=key_path))
+    path, fingerprint = evidence.create_signing_key(config)
+    assert path == key_path and fingerprint == key_fingerprint(load_key(key_path))
+    with pytest.raises(ConfigError, match="exists already"):
+        evidence.create_signing_key(config)
+    assert evidence.create_signing_key(config, force=True)[1] != fingerprint
 
 
 def _statement(data: bytes) -> dict[str, object]:

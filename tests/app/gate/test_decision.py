@@ -6,9 +6,9 @@ import pytest
 
 from verifier.app.gate import (
     MISSING,
+    GateSelection,
     GateSession,
-    Override,
-    Selection,
+    StandingOverride,
     Verdict,
     decide,
     session_from_api,
@@ -17,14 +17,16 @@ from verifier.app.gate import (
 from verifier.errors import ConfigError
 from verifier.findings import Finding
 
-SELECTION = Selection(commits=("a" * 40,))
+SELECTION = GateSelection(commits=("a" * 40,))
 
 
 def s(session_id: str, status: str, override: str | None = None) -> GateSession:
     return GateSession(
         session_id=session_id,
         computed_status=status,
-        override=None if override is None else Override(override, "alice", "checked by hand"),
+        override=None
+        if override is None
+        else StandingOverride(override, "alice", "checked by hand"),
     )
 
 
@@ -176,7 +178,7 @@ def test_a_server_that_reports_an_override_lets_it_decide_with_its_author_and_re
         ],
     }
     found = session_from_api(body, with_findings=True)
-    assert found.override == Override("delivered", "token:alice", "moved by hand")
+    assert found.override == StandingOverride("delivered", "token:alice", "moved by hand")
     assert found.findings == (Finding("change.missing", "gone", "calc.py"),)
     assert (found.run_id, found.head_commit, found.ended_at is not None) == (4, "ab" * 20, True)
     decision = decide([found], SELECTION)

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.support.api import bearer, verification
+from tests.support.api import bearer, make_config, verification
 from tests.support.report_factory import make_report_bytes
+from verifier import cli
 from verifier.app import export
-from verifier.cli import main as cli
 from verifier.contract.report import parse_report
 from verifier.store import Listed, SessionFilter, Store
 from verifier.store.overrides import record_override
@@ -217,6 +217,23 @@ def test_no_store_yet_is_an_empty_export(
 ) -> None:
     monkeypatch.setenv("VERIFIER_DATABASE_URL", f"sqlite:///{tmp_path / 'none.sqlite3'}")
     assert run_cli(["export", "sessions"], capsys).splitlines() == [",".join(export.COLUMNS)]
+
+
+def test_exported_reads_the_configured_store_and_without_one_says_why(
+    db_url: str, tmp_path: Path
+) -> None:
+    with Store.open(db_url) as store:
+        seed(store, 3)
+    with export.exported(make_config(db_url), SessionFilter(), "jsonl") as lines:
+        rows = [json.loads(line) for line in lines]
+    assert len(rows) == 3 and list(rows[0]) == list(export.COLUMNS)
+    said: list[str] = []
+    none = make_config(f"sqlite:///{tmp_path / 'none.sqlite3'}")
+    with export.exported(none, SessionFilter(), "jsonl", notice=said.append) as lines:
+        assert list(lines) == []
+    with export.exported(none, SessionFilter(), "csv", notice=said.append) as lines:
+        assert list(lines) == [",".join(export.COLUMNS) + "\r\n"]
+    assert len(said) == 2 and "no store at" in said[0]
 
 
 def test_a_time_without_offset_is_a_usage_error_naming_the_option(

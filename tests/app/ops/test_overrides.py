@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from tests.support.api import bearer, verification
 from tests.support.report_factory import make_report_bytes
-from verifier.cli import main as cli
+from verifier import cli
 from verifier.contract.report import parse_report
 from verifier.store import Store
 from verifier.store.tokens import admin_log

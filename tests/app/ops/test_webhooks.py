@@ -18,8 +18,8 @@ import pytest
 from tests.support.api import verification
 from tests.support.receiver import receiver
 from tests.support.report_factory import make_report_bytes
+from verifier import cli
 from verifier.app import notify, pipeline
-from verifier.cli import main as cli
 from verifier.config import Config
 from verifier.contract.report import parse_report
 from verifier.errors import ConfigError

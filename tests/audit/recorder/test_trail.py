@@ -16,7 +16,7 @@ from tests.support import scripted
 from tests.support.gitrepo import GitRepo
 from tests.support.paths import TURNS
 from tests.support.scripted import ScriptedClient, load_turns, recorder, run_session
-from verifier.cli.main import run
+from verifier.cli import run
 
 FIX_CALC = TURNS / "fix_calc.json"
 
