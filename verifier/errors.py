@@ -14,7 +14,7 @@ error with one lookup::
     ├── Forbidden                 forbidden         403       a token bound to another agent
     ├── NotFound                  not_found         404
     │   ├── ReportPruned          pruned            410       the report's bytes were pruned
-    │   └── NoStore               no_store                    no database yet (store.db)
+    │   └── NoStore               no_store                    no database yet (store.engine)
     ├── SessionConflict           conflict          409       same id, other bytes
     ├── WitnessConflict           witness_conflict  409       entries that do not extend the chain
     ├── InfrastructureError       infrastructure    503  exit 3  the verdict is inconclusive

@@ -16,6 +16,7 @@ store with no file yet `NoStore`; messages show URLs with their password masked.
 from __future__ import annotations
 
 import sqlite3
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -108,7 +109,9 @@ def alembic_config(connection: Connection | None = None) -> AlembicConfig:
     """The Alembic configuration of the store, built in code; `connection` is used if given."""
     from alembic.config import Config as AlembicConfig
 
-    config = AlembicConfig()
+    # Alembic's default stdout is the sys.stdout of when alembic.config was first
+    # imported; the current one is where a caller (a redirected CLI, a test) writes.
+    config = AlembicConfig(stdout=sys.stdout)
     config.set_main_option("script_location", str(MIGRATIONS_DIR).replace("%", "%%"))
     if connection is not None:
         config.attributes["connection"] = connection

@@ -71,6 +71,19 @@ def _none_running(token: str, within_s: float = 5.0) -> bool:
     return False
 
 
+def _command_running(token: str, code: str) -> bool:
+    """True once `python -c code token` itself runs: not the trampoline that will exec it,
+    whose command line holds the same words after its own."""
+    for proc in Path("/proc").iterdir():
+        try:
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if args[1:4] == [b"-c", code.encode(), token.encode()]:
+            return True
+    return False
+
+
 def _gone(pid: int, within_s: float = 5.0) -> bool:
     """True once `pid` no longer runs (absent, or a zombie nobody reaped yet)."""
     deadline = time.monotonic() + within_s
@@ -366,10 +379,12 @@ def test_kill_all_ends_a_run_under_way_at_once(tmp_path: Path) -> None:
     home.mkdir()
     tmp.mkdir()
 
+    code = "import time; time.sleep(120)"
+
     def go() -> None:
         outcome.append(
             run(
-                [sys.executable, "-c", "import time; time.sleep(120)", token],
+                [sys.executable, "-c", code, token],
                 cwd=tmp_path, timeout_s=110, env=minimal_env(home, tmp), sandbox="off",
                 excerpt_bytes=1024, on_start=started.set,
             )
@@ -379,7 +394,7 @@ def test_kill_all_ends_a_run_under_way_at_once(tmp_path: Path) -> None:
     thread.start()
     assert started.wait(30)
     deadline = time.monotonic() + 30
-    while _none_running(token, within_s=0.01):  # the command itself, not our trampoline
+    while not _command_running(token, code):
         assert time.monotonic() < deadline
         time.sleep(0.05)
     kill_all()
@@ -394,3 +409,20 @@ def test_kill_all_ends_a_run_under_way_at_once(tmp_path: Path) -> None:
         cwd=tmp_path, timeout_s=30, env=minimal_env(home, tmp), sandbox="off", excerpt_bytes=64,
     )  # fmt: skip
     assert again.exit_code == -9 and not again.stopped  # killed by what it ran, not by us
+
+
+def test_kill_all_before_the_command_started_is_a_stop_not_a_failure_to_start(
+    tmp_path: Path,
+) -> None:
+    """A second signal may come while the trampoline is still starting the command."""
+    from verifier._internal.sandbox.runner import kill_all
+
+    home, tmp = tmp_path / "home", tmp_path / "tmp"
+    home.mkdir()
+    tmp.mkdir()
+    out = run(
+        [sys.executable, "-c", "import time; time.sleep(120)"],
+        cwd=tmp_path, timeout_s=110, env=minimal_env(home, tmp), sandbox="off",
+        excerpt_bytes=1024, on_start=kill_all,
+    )  # fmt: skip
+    assert out.stopped and out.exit_code == -9 and not out.timed_out

@@ -338,6 +338,14 @@ def _run_once(
     duration = time.monotonic() - start
 
     exit_code = None if timed_out else proc.returncode
+    if stopped and report is None:
+        # `kill_all` came before the command was started: it was stopped, it did not fail to start.
+        return RunOutcome(
+            argv=tuple(argv), executable=executable, exit_code=exit_code, timed_out=False,
+            duration_s=duration, output_excerpt=log.excerpt(), output_sha256=log.sha256.hexdigest(),
+            output_bytes=log.total, network_isolated=sandboxed is not None, hidden=hidden,
+            sandbox=name, stopped=True,
+        )  # fmt: skip
     if report is None and not timed_out:
         if sandboxed is not None:
             return RunOutcome(
