@@ -32,6 +32,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check verifier audit migrations tests
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/python -m tests.support.circles
 
 bench: $(STAMP)
 	$(BIN)/python -m tests.benchmarks.run

@@ -65,7 +65,7 @@ def test_a_trajectory_found_invalid_while_the_tests_run_cancels_them_and_keeps_t
     assert _processes_with(token) == []  # the test run was killed, not waited for
     with Store.open(cfg.database_url) as store:
         assert store.sessions() == []  # never stored as a session...
-    with Store.open(cfg.database_url) as store, store._transaction() as session:
+    with Store.open(cfg.database_url) as store, store.transaction() as session:
         from verifier.store.models import RejectedReportModel
 
         (kept,) = session.query(RejectedReportModel).all()
@@ -102,7 +102,7 @@ def test_blob_digests_are_cached_in_the_store_and_read_back(repo: GitRepo, tmp_p
         claim = next(c for c in session.claims() if c["path"] == "gen/f3.py")
         assert cached == {blob: claim["sha256_after"]}
         store._engine.dispose()
-    with Store.open(cfg.database_url) as store, store._transaction() as db:
+    with Store.open(cfg.database_url) as store, store.transaction() as db:
         from verifier.store.models import BlobDigestModel
 
         db.get(BlobDigestModel, blob).sha256 = "0" * 64  # type: ignore[union-attr]

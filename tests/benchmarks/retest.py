@@ -50,7 +50,7 @@ def run(tmp: Path, repeat: int) -> Result:
         assert ("cached_from" in tests.details) is cached, tests.details
 
     def first() -> None:
-        with Store.open(config.database_url) as store, store._transaction() as session:
+        with Store.open(config.database_url) as store, store.transaction() as session:
             session.query(TestResultCacheModel).delete()
         verify(cached=False)
 

@@ -56,7 +56,7 @@ def _reason(store: Store, run_id: int) -> str | None:
 
     from verifier.store.models import RunModel
 
-    with store._transaction() as session:
+    with store.transaction() as session:
         return session.scalar(select(RunModel.reason).where(RunModel.id == run_id))
 
 

@@ -88,7 +88,7 @@ def fill(url: str, sessions: int = 12) -> None:
         store.add_blob_digests(
             {"Zeta": "1" * 64, "alpha": "2" * 64, "Émile": "3" * 64, "_x": "4" * 64}
         )
-        with store._transaction() as session:
+        with store.transaction() as session:
             session.add(
                 TokenModel(name="ci", scope="ingest", token_sha256="d" * 64, created_by="t")
             )

@@ -164,7 +164,7 @@ def test_each_prune_is_in_the_append_only_admin_log(store: Store, db_url: str) -
 
     result = prune(store, CUTOFF, actor="cli:alice", now=NOW)
 
-    with store._transaction() as session:
+    with store.transaction() as session:
         entry = session.get(AdminLogModel, result.admin_log_id)
         assert entry is not None
         assert (entry.actor, entry.action) == ("cli:alice", "store.prune")
@@ -273,7 +273,7 @@ def test_prune_says_to_export_first_and_asks_before_dropping_anything(embedded: 
     assert data["before"] == "2026-11-15T00:00:00Z"
     with pytest.raises(ReportPruned):
         embedded.report_bytes("s-old")
-    with embedded._transaction() as session:
+    with embedded.transaction() as session:
         actors = session.scalars(select(AdminLogModel.actor)).all()
     assert len(actors) == 1 and actors[0].startswith("cli:")
 

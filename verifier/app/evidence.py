@@ -34,7 +34,6 @@ from cryptography.hazmat.primitives.serialization import (
     PublicFormat,
     load_pem_private_key,
 )
-from sqlalchemy import select
 
 from audit.bundle import (
     ACTIONS_FILE,
@@ -63,7 +62,6 @@ from verifier.contract.report import parse_report
 from verifier.errors import ConfigError, InvalidReport, NotFound, ReportPruned
 from verifier.moments import utc_text
 from verifier.store import NoStore, SessionFilter, Store
-from verifier.store.models import ClaimedChangeModel
 from verifier.store.overrides import overrides
 from verifier.store.rows import MAX_PAGE
 
@@ -482,13 +480,7 @@ def _claimed_changes(store: Store, session_id: str, raw: bytes | None) -> list[d
             return [{k: c.get(k) for k in keys} for c in doc["changes"]]
         except (ValueError, KeyError, TypeError, AttributeError):
             pass  # a stored report always has them; the store's copy otherwise
-    with store._transaction() as session:  # the store keeps them when the report is pruned
-        models = session.scalars(
-            select(ClaimedChangeModel)
-            .where(ClaimedChangeModel.session_id == session_id)
-            .order_by(ClaimedChangeModel.ordinal)
-        ).all()
-        return [{k: getattr(m, k) for k in keys} for m in models]
+    return store.claimed_changes(session_id)  # the store keeps them when the report is pruned
 
 
 def _session_dict(

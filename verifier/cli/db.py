@@ -6,7 +6,7 @@ import click
 
 from verifier.app import maintenance
 from verifier.app.maintenance import Cutoff, PrunePlan
-from verifier.cli.options import actor, config_option, emit, exit_with, format_option, say
+from verifier.cli.options import actor, config_option, emit, exit_with, format_option, progress, say
 from verifier.config import Config
 from verifier.errors import ConfigError
 from verifier.formats import render
@@ -44,7 +44,7 @@ def db_copy_command(target: str, config: Config, fmt: str) -> None:
     table on both sides, and each report against its report_sha256. Progress goes
     to stderr.
     """
-    result = maintenance.copy(config, target, progress=render.progress_printer())
+    result = maintenance.copy(config, target, progress=progress)
     emit(render.dumps(result.to_dict()) if fmt == "json" else render.copy_text(result))
 
 
@@ -83,7 +83,7 @@ def prune_command(before: Cutoff, yes: bool, config: Config, fmt: str) -> None:
 
     say(render.PRUNE_WARNING)
     result = maintenance.prune(
-        config, before.moment, actor=actor(), review=review, progress=render.progress_printer()
+        config, before.moment, actor=actor(), review=review, progress=progress
     )
     if result is None:
         say("nothing was pruned")

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from verifier.agent.model import gemini_from_env
-from verifier.cli.options import format_option
+from verifier.cli.options import format_option, progress
 from verifier.demo import run as demo
 
 
@@ -28,4 +28,4 @@ from verifier.demo import run as demo
 @format_option
 def demo_command(workdir: Path, live: bool, fmt: str) -> None:
     """Build a sample repository and sessions, verify them, and compare done with delivered."""
-    demo.run(workdir, fmt, gemini_from_env() if live else None)
+    demo.run(workdir, fmt, gemini_from_env() if live else None, progress)

@@ -14,10 +14,9 @@ from pathlib import Path
 import click
 
 from verifier.app import gate
-from verifier.cli.options import config_loader_option, emit, exit_with, output_format, say
+from verifier.cli.options import config_loader_option, emit, exit_with, output_format, progress, say
 from verifier.config import Config
 from verifier.formats import gate as gate_formats
-from verifier.formats import render
 
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 
@@ -121,7 +120,7 @@ def gate_command(
         wait_s=wait_s,
         inconclusive=inconclusive,
         allow_empty=allow_empty,
-        progress=render.progress_printer() if wait_s else None,
+        progress=progress if wait_s else None,
         notice=say,
     )
     if fmt == "github":

@@ -23,6 +23,7 @@ import click
 
 from verifier.config import Config
 from verifier.errors import BadRequest
+from verifier.formats import render
 from verifier.moments import parse_moment
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -140,6 +141,11 @@ def stdout_gone() -> None:
 def say(text: str) -> None:
     """A line for the person running the command, on stderr: ``verifier: text``."""
     click.echo(f"verifier: {text}", err=True)
+
+
+def progress(line: str) -> None:
+    """A line of progress on long work, on stderr, dimmed on a terminal."""
+    click.echo(click.style(render.progress_line(line), dim=True), err=True)
 
 
 def actor() -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from verifier.app import pipeline
-from verifier.cli.options import config_option, emit, exit_with, format_option
+from verifier.cli.options import config_option, emit, exit_with, format_option, progress
 from verifier.config import Config, parse_command
 from verifier.formats import render
 
@@ -50,7 +50,7 @@ def verify_command(
         test_command=command,
         test_timeout_s=test_timeout,
         store=not no_store,
-        progress=None if fmt == "json" else render.progress_printer(),
+        progress=None if fmt == "json" else progress,
     )
     if fmt == "json":
         emit(render.verification_json(outcome.verification, outcome.stored))

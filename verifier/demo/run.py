@@ -431,13 +431,23 @@ def demo_config(config_path: Path) -> Config:
     return replace(config, database_url=f"sqlite:///{config_path.parent / 'verifier.sqlite3'}")
 
 
-def run(workdir: Path, fmt: str = "text", model: Model | None = None) -> list[Verification]:
+def _progress(line: str) -> None:
+    print(render.progress_line(line), file=sys.stderr, flush=True)
+
+
+def run(
+    workdir: Path,
+    fmt: str = "text",
+    model: Model | None = None,
+    progress: Callable[[str], None] = _progress,
+) -> list[Verification]:
     """Build, verify, store, print the table and the two rates, and write the HTML page.
 
     With `model` (the Gemini API, `verifier demo --live`) the sessions are that
-    model's, on each scenario's task with the reference tools.
+    model's, on each scenario's task with the reference tools. `progress` is told of
+    each step.
     """
-    say = render.progress_printer()
+    say = progress
     kind = "live" if model is not None else "scripted"
     say(f"building the sample repository and {len(SCENARIOS)} {kind} sessions in {workdir}/")
     workdir = workdir.resolve()

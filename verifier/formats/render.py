@@ -13,10 +13,8 @@ import io
 import json
 import re
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
-
-import click
 
 from verifier.findings import CheckResult, CheckStatus, DeliveryStatus, Finding, Verification
 from verifier.moments import utc_text
@@ -58,9 +56,9 @@ def dumps(data: Any) -> str:
     return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
 
 
-def progress_printer() -> Callable[[str], None]:
-    """Progress lines on stderr, dimmed on a terminal."""
-    return lambda line: click.echo(click.style(f"… {line}", dim=True), err=True)
+def progress_line(line: str) -> str:
+    """A line of progress on long work, as the faces show it (on stderr)."""
+    return f"… {line}"
 
 
 def _console(width: int | None = None) -> tuple[Console, io.StringIO]:

@@ -32,7 +32,7 @@ class TestResults:
 
     def get(self, key: str) -> tuple[str, Mapping[str, Any]] | None:
         """The session first tested under `key` and its result, or None."""
-        with self._store._transaction() as session:
+        with self._store.transaction() as session:
             row = session.execute(
                 select(TestResultCacheModel.session_id, TestResultCacheModel.result).where(
                     TestResultCacheModel.key == key
@@ -49,7 +49,7 @@ class TestResults:
             return
         try:
             # Read then write: on SQLite the write lock is taken first (BEGIN IMMEDIATE).
-            with self._store._transaction(write=True) as session:
+            with self._store.transaction(write=True) as session:
                 if session.get(TestResultCacheModel, key) is None:
                     session.add(
                         TestResultCacheModel(key=key, session_id=session_id, result=dict(result))

@@ -35,6 +35,7 @@ from verifier.store.engine import at_head, make_engine, reachable
 from verifier.store.models import (
     BlobDigestModel,
     CheckResultModel,
+    ClaimedChangeModel,
     FindingModel,
     RejectedReportModel,
     RunModel,
@@ -169,7 +170,7 @@ class Store:
         `LostJob` is raised.
         """
         session_id = verification.session_id
-        with self._transaction(write=True) as session:
+        with self.transaction(write=True) as session:
             stored = session.scalars(
                 select(SessionModel).where(SessionModel.session_id == session_id).with_for_update()
             ).one_or_none()
@@ -266,7 +267,7 @@ class Store:
             report_sha256=sha256 if sha256 is not None else hashlib.sha256(raw).hexdigest(),
             report_size=size if size is not None else len(raw),
         )
-        with self._transaction() as session:
+        with self.transaction() as session:
             session.add(row)
             session.flush()
             return row.id
@@ -280,7 +281,7 @@ class Store:
 
     def report_bytes(self, session_id: str) -> bytes:
         """The report exactly as it was received."""
-        with self._transaction() as session:
+        with self.transaction() as session:
             row = session.execute(
                 select(SessionModel.report, SessionModel.pruned_at).where(
                     SessionModel.session_id == session_id
@@ -294,7 +295,7 @@ class Store:
 
     def runs(self, session_id: str) -> list[RunRow]:
         """Every run of a session, oldest first."""
-        with self._transaction() as session:
+        with self.transaction() as session:
             if session.get(SessionModel, session_id) is None:
                 raise NotFound(f"session {session_id!r} is not stored")
             runs = session.scalars(select(RunModel).where(RunModel.session_id == session_id))
@@ -303,7 +304,7 @@ class Store:
 
     def sessions(self) -> list[Listed]:
         """Every session with its verdict and its latest run, newest first."""
-        with self._transaction() as session:
+        with self.transaction() as session:
             models = session.scalars(
                 select(SessionModel).order_by(
                     SessionModel.started_at.desc(), SessionModel.session_id
@@ -313,7 +314,7 @@ class Store:
 
     def listed(self, session_id: str) -> Listed:
         """One session with its verdict and its latest run."""
-        with self._transaction() as session:
+        with self.transaction() as session:
             model = session.get(SessionModel, session_id)
             if model is None:
                 raise NotFound(f"session {session_id!r} is not stored")
@@ -343,7 +344,7 @@ class Store:
                     and_(SessionModel.ended_at == ended, SessionModel.session_id < last_id),
                 )
             )
-        with self._transaction() as session:
+        with self.transaction() as session:
             models = session.scalars(
                 select(SessionModel)
                 .where(*conditions)
@@ -374,7 +375,7 @@ class Store:
                     )
                 )
             # Core on the connection, not ORM loading: these rows are plain tuples.
-            with self._transaction() as session:
+            with self.transaction() as session:
                 connection = session.connection()
                 rows = connection.execute(
                     select(
@@ -445,7 +446,7 @@ class Store:
         check's position, then the finding's); a run without findings is left out."""
         found: dict[int, list[Finding]] = {}
         ids = sorted(set(run_ids))
-        with self._transaction() as session:
+        with self.transaction() as session:
             connection = session.connection()
             for start in range(0, len(ids), MAX_PAGE):
                 query = (
@@ -481,7 +482,7 @@ class Store:
         pruned sessions are left out (they cannot be verified again)."""
         if delivery_status not in DELIVERY_STATUSES:
             raise BadRequest("delivery_status", f"must be one of {', '.join(DELIVERY_STATUSES)}")
-        with self._transaction() as session:
+        with self.transaction() as session:
             return list(
                 session.scalars(
                     select(SessionModel.session_id)
@@ -514,7 +515,7 @@ class Store:
         UTC days), in all and by `group_by`, of one agent, model or repository when
         given: `verifier.store.stats.stats`, which says how they are read."""
         return counting.stats(
-            self,
+            self.transaction,
             day_from=day_from,
             day_to=day_to,
             group_by=group_by,
@@ -522,6 +523,18 @@ class Store:
             model=model,
             repo=repo,
         )
+
+    def claimed_changes(self, session_id: str) -> list[dict[str, str | None]]:
+        """The changes the session's report claimed, in its order, with the report's own
+        keys (path, action, sha256_before, sha256_after); kept when the report is pruned."""
+        keys = ("path", "action", "sha256_before", "sha256_after")
+        with self.transaction() as session:
+            models = session.scalars(
+                select(ClaimedChangeModel)
+                .where(ClaimedChangeModel.session_id == session_id)
+                .order_by(ClaimedChangeModel.ordinal)
+            ).all()
+            return [{k: getattr(m, k) for k in keys} for m in models]
 
     def rejected(self, *, limit: int = 50, before_id: int | None = None) -> list[RejectedRow]:
         """Reports that could not be read, newest first; `before_id` pages."""
@@ -536,13 +549,13 @@ class Store:
         )
         if before_id is not None:
             query = query.where(RejectedReportModel.id < before_id)
-        with self._transaction() as session:
+        with self.transaction() as session:
             rows = session.execute(query.order_by(RejectedReportModel.id.desc()).limit(limit)).all()
         return [RejectedRow(*row) for row in rows]
 
     def rejected_bytes(self, rejected_id: int) -> bytes:
         """The bytes kept of a rejected report."""
-        with self._transaction() as session:
+        with self.transaction() as session:
             raw = session.scalar(
                 select(RejectedReportModel.report).where(RejectedReportModel.id == rejected_id)
             )
@@ -570,7 +583,7 @@ class Store:
         """The cached SHA-256 of those blobs that have one: blob id -> digest."""
         wanted = list(blob_ids)
         found: dict[str, str] = {}
-        with self._transaction() as session:
+        with self.transaction() as session:
             for i in range(0, len(wanted), 500):
                 chunk = wanted[i : i + 500]
                 rows = session.execute(
@@ -587,7 +600,7 @@ class Store:
             return
         known = set(self.blob_digests(digests))
         try:
-            with self._transaction() as session:
+            with self.transaction() as session:
                 session.add_all(
                     BlobDigestModel(blob_id=b, sha256=d)
                     for b, d in digests.items()
@@ -597,17 +610,18 @@ class Store:
             pass  # another worker cached the same blob meanwhile: a content address, same value
 
     @contextmanager
-    def _transaction(self, *, write: bool = False) -> Iterator[Session]:
-        """One transaction. `write`: one that reads then writes; on SQLite it takes
-        the write lock at once (BEGIN IMMEDIATE), as a reader that later writes can
-        find its snapshot stale and fail instead of waiting."""
+    def transaction(self, *, write: bool = False) -> Iterator[Session]:
+        """One transaction, for the store's own modules (tokens, maintenance, stats,
+        probes); the layers above call the Store's queries. `write`: one that reads
+        then writes; on SQLite it takes the write lock at once (BEGIN IMMEDIATE), as a
+        reader that later writes can find its snapshot stale and fail instead of waiting."""
         with reachable(self._engine), self._sessions.begin() as session:
             if write and self.dialect == "sqlite":
                 session.connection().exec_driver_sql("BEGIN IMMEDIATE")
             yield session
 
     def _find_session(self, session_id: str) -> SessionRow | None:
-        with self._transaction() as session:
+        with self.transaction() as session:
             stored = session.get(SessionModel, session_id)
             return None if stored is None else _session_row(stored)
 

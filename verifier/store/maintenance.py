@@ -145,7 +145,7 @@ def _prunable(before: datetime) -> ColumnElement[bool]:
 
 def plan_prune(store: Store, before: datetime) -> PrunePlan:
     """Count what `prune(store, before)` would drop; changes nothing."""
-    with store._transaction() as session:
+    with store.transaction() as session:
         sessions, report_size = session.execute(
             select(func.count(), func.coalesce(func.sum(func.length(SESSIONS.c.report)), 0))
             .select_from(SESSIONS)
@@ -161,7 +161,7 @@ def plan_prune(store: Store, before: datetime) -> PrunePlan:
 
 def _unverified(store: Store, before: datetime) -> int:
     """Sessions that ended before `before` and were never verified: they keep their report."""
-    with store._transaction() as session:
+    with store.transaction() as session:
         count = session.scalar(
             select(func.count())
             .select_from(SESSIONS)
@@ -238,7 +238,7 @@ def _prune_batch(
 ) -> dict[str, int] | None:
     """Prune up to `batch` sessions in one transaction; None when none was left."""
     marked = SESSIONS.c.pruned_at == pruned_at
-    with store._transaction(write=True) as session:
+    with store.transaction(write=True) as session:
         connection = session.connection()
         ids = select(SESSIONS.c.session_id).where(_prunable(before)).limit(batch)
         # A write first: it takes SQLite's write lock, and the rows' locks on PostgreSQL.

@@ -58,7 +58,7 @@ def record_override(
         raise BadRequest("reason", "an override needs a reason that is not blank")
     if not author.strip():
         raise BadRequest("author", "an override needs an author")
-    with store._transaction(write=True) as session:
+    with store.transaction(write=True) as session:
         stored = session.scalars(
             select(SessionModel).where(SessionModel.session_id == session_id).with_for_update()
         ).one_or_none()
@@ -90,7 +90,7 @@ def record_override(
 
 def overrides(store: Store, session_id: str) -> list[OverrideRow]:
     """Every override of `session_id`, oldest first (the last one stands)."""
-    with store._transaction() as session:
+    with store.transaction() as session:
         models = session.scalars(
             select(VerdictOverrideModel)
             .where(VerdictOverrideModel.session_id == session_id)
@@ -122,7 +122,7 @@ def overridden_count(
         conditions.append(SessionModel.ended_at >= _day_start(day_from))
     if day_to is not None:
         conditions.append(SessionModel.ended_at < _day_start(day_to + timedelta(days=1)))
-    with store._transaction() as session:
+    with store.transaction() as session:
         return int(session.scalar(select(func.count()).where(*conditions)) or 0)
 
 

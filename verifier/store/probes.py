@@ -32,7 +32,7 @@ class Tallies:
 def tallies(store: Store) -> Tallies:
     """The counts `/metrics` exposes, read in one transaction."""
     counts = func.coalesce(func.sum(SessionCountModel.sessions), 0)
-    with store._transaction() as session:
+    with store.transaction() as session:
         every = SessionCountModel.dimension == "all"  # each session counted once
         by_done = session.execute(
             select(SessionCountModel.done, counts).where(every).group_by(SessionCountModel.done)
@@ -54,7 +54,7 @@ def tallies(store: Store) -> Tallies:
 
 def schema_revision(store: Store) -> str | None:
     """The Alembic revision the database is at; None when it was never migrated."""
-    with store._transaction() as session:
+    with store.transaction() as session:
         connection = session.connection()
         if not inspect(connection).has_table("alembic_version"):
             return None

@@ -10,20 +10,22 @@ counts, or the sessions themselves for filters the counts cannot answer.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from datetime import UTC, date, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session
 
 from verifier.errors import BadRequest
 from verifier.store.models import SessionCountModel, SessionModel
 from verifier.store.rows import GROUP_BY, Counts, Group, Stats
 
-if TYPE_CHECKING:
-    from verifier.store.db import Store
+# How the counts are read: the store's own transaction (`Store.transaction`).
+Transaction = Callable[[], AbstractContextManager[Session]]
 
 # The key of a `session_counts` row; `sessions` is its one value.
 COUNT_KEY = ("day", "dimension", "key", "done", "delivery_status")
@@ -65,7 +67,7 @@ def count_rows(
 
 
 def stats(
-    store: Store,
+    transaction: Transaction,
     *,
     day_from: date | None = None,
     day_to: date | None = None,
@@ -76,7 +78,7 @@ def stats(
 ) -> Stats:
     """Counts of the sessions that ended from `day_from` to `day_to` (both included,
     UTC days), in all and by `group_by` (day, week, agent, model, repo), of one
-    agent, model ('' for none) or repository when given.
+    agent, model ('' for none) or repository when given, read in `transaction`.
 
     Read from `session_counts`, never from the sessions, when at most one of agent,
     model and repo is given and the grouping is by time or by that same dimension:
@@ -91,7 +93,7 @@ def stats(
         d: k for d, k in (("agent", agent), ("model", model), ("repo", repo)) if k is not None
     }
     if len(wanted) > 1 or (wanted and group_by not in (None, "day", "week", *wanted)):
-        return _stats_from_sessions(store, day_from, day_to, group_by, wanted)
+        return _stats_from_sessions(transaction, day_from, day_to, group_by, wanted)
     # Totals, days and weeks read the `all` rows; an agent breakdown the `agent` rows.
     if wanted:
         [(dimension, key)] = wanted.items()
@@ -119,13 +121,13 @@ def stats(
         query = query.where(SessionCountModel.day >= day_from)
     if day_to is not None:
         query = query.where(SessionCountModel.day <= day_to)
-    with store._transaction() as session:
+    with transaction() as session:
         rows = session.execute(query).all()
     return _stats(group_by, ((*key, done, status, n) for *key, done, status, n in rows))
 
 
 def _stats_from_sessions(
-    store: Store,
+    transaction: Transaction,
     day_from: date | None,
     day_to: date | None,
     group_by: str | None,
@@ -148,7 +150,7 @@ def _stats_from_sessions(
         else [SessionModel.ended_at if group_by in ("day", "week") else columns[group_by]]
     )
     query = select(*keys, SessionModel.done, SessionModel.delivery_status).where(*conditions)
-    with store._transaction() as session:
+    with transaction() as session:
         rows = session.execute(query).all()
 
     def key_of(value: Any) -> Any:

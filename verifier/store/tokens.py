@@ -147,7 +147,7 @@ def create_token(
         expires_at=expires_at,
         agent=agent,
     )
-    with store._transaction() as session:
+    with store.transaction() as session:
         session.add(model)
         session.flush()
         detail: dict[str, Any] = {"name": name, "scope": scope}
@@ -165,7 +165,7 @@ def list_tokens(store: Store) -> list[TokenRow]:
 
     from verifier.store.models import TokenModel
 
-    with store._transaction() as session:
+    with store.transaction() as session:
         models = session.scalars(select(TokenModel).order_by(TokenModel.id)).all()
         return [_token_row(m) for m in models]
 
@@ -177,7 +177,7 @@ def revoke_token(store: Store, token_id: int, *, actor: str) -> tuple[TokenRow, 
     """
     from verifier.store.models import TokenModel
 
-    with store._transaction() as session:
+    with store.transaction() as session:
         model = session.get(TokenModel, token_id, with_for_update=True)
         if model is None:
             raise NotFound(f"no token with id {token_id}")
@@ -199,7 +199,7 @@ def authenticate(store: Store, token: str) -> TokenRow | None:
     if not well_formed(token):
         return None
     digest = token_sha256(token)
-    with store._transaction() as session:
+    with store.transaction() as session:
         model = session.scalar(select(TokenModel).where(TokenModel.token_sha256 == digest))
         if model is None or not same_hash(model.token_sha256, digest):
             return None
@@ -215,7 +215,7 @@ def log_admin(
     detail: Mapping[str, Any] | None = None,
 ) -> AdminEntry:
     """Append one administrative act to the admin log."""
-    with store._transaction() as session:
+    with store.transaction() as session:
         return _append(session, actor, action, subject, dict(detail or {}))
 
 
@@ -228,7 +228,7 @@ def admin_log(store: Store, *, limit: int = 100, before_id: int | None = None) -
     query = select(AdminLogModel).order_by(AdminLogModel.id.desc()).limit(limit)
     if before_id is not None:
         query = query.where(AdminLogModel.id < before_id)
-    with store._transaction() as session:
+    with store.transaction() as session:
         return [_entry(m) for m in session.scalars(query).all()]
 
 

@@ -77,7 +77,7 @@ class DeliveryRow:
 
 def add_deliveries(store: Store, deliveries: Sequence[NewDelivery], now: datetime) -> list[int]:
     """Write pending deliveries, due at `now`; returns their ids."""
-    with store._transaction(write=True) as session:
+    with store.transaction(write=True) as session:
         models = [
             WebhookDeliveryModel(
                 created_at=now,
@@ -100,7 +100,7 @@ def add_deliveries(store: Store, deliveries: Sequence[NewDelivery], now: datetim
 
 def due(store: Store, now: datetime, *, limit: int = 100) -> list[int]:
     """Ids of pending deliveries whose next attempt is due, oldest first."""
-    with store._transaction() as session:
+    with store.transaction() as session:
         return list(
             session.scalars(
                 select(WebhookDeliveryModel.id)
@@ -117,7 +117,7 @@ def due(store: Store, now: datetime, *, limit: int = 100) -> list[int]:
 def claim(store: Store, delivery_id: int, now: datetime, lease_s: float) -> DeliveryRow | None:
     """The delivery, now this caller's to attempt for `lease_s` seconds; None when it is not
     due (another process claimed it, or it was delivered or failed meanwhile)."""
-    with store._transaction(write=True) as session:
+    with store.transaction(write=True) as session:
         claimed = session.execute(
             update(WebhookDeliveryModel)
             .where(
@@ -146,7 +146,7 @@ def record_attempt(
 ) -> DeliveryRow:
     """One attempt's outcome: delivered, pending again at `next_attempt_at`, or failed
     (not delivered and no next attempt)."""
-    with store._transaction(write=True) as session:
+    with store.transaction(write=True) as session:
         model = session.get(WebhookDeliveryModel, delivery_id, with_for_update=True)
         assert model is not None
         model.attempts += 1
@@ -178,7 +178,7 @@ def deliveries(
         query = query.where(WebhookDeliveryModel.state == state)
     if session_id is not None:
         query = query.where(WebhookDeliveryModel.session_id == session_id)
-    with store._transaction() as session:
+    with store.transaction() as session:
         return [_row(m) for m in session.scalars(query).all()]
 
 

@@ -81,7 +81,7 @@ def _witness(
     agent: str | None,
 ) -> tuple[int, str, datetime]:
     now = datetime.now(UTC)
-    with store._transaction(write=True) as session:
+    with store.transaction(write=True) as session:
         held = session.execute(
             select(
                 WitnessedEntryModel.idx, WitnessedEntryModel.entry_hash, WitnessedEntryModel.agent
@@ -146,7 +146,7 @@ def _witness(
 def witnessed(store: Store, session_id: str) -> tuple[tuple[str, ...], tuple[datetime, ...]]:
     """The witnessed prefix of `session_id`'s trail: each entry's hash and when it
     arrived, in order (empty when nothing was witnessed)."""
-    with store._transaction() as session:
+    with store.transaction() as session:
         rows = session.execute(
             select(WitnessedEntryModel.entry_hash, WitnessedEntryModel.received_at)
             .where(WitnessedEntryModel.session_id == session_id)

@@ -195,9 +195,9 @@ def test_export_reads_every_page_and_one_page_at_a_time(db_url: str) -> None:
     class CountingStore(Store):
         pages = 0
 
-        def _transaction(self, *, write: bool = False) -> Any:
+        def transaction(self, *, write: bool = False) -> Any:
             CountingStore.pages += 1  # session_lines reads each page in a transaction of its own
-            return super()._transaction(write=write)
+            return super().transaction(write=write)
 
     with Store.open(db_url) as plain:
         seed(plain, count)

@@ -103,7 +103,7 @@ def test_with_the_cache_off_every_verification_runs_the_tests(tmp_path: Path) ->
 
     from verifier.store.models import TestResultCacheModel
 
-    with Store.open(cfg.database_url) as store, store._transaction() as session:
+    with Store.open(cfg.database_url) as store, store.transaction() as session:
         assert session.scalar(select(func.count()).select_from(TestResultCacheModel)) == 0
 
 
@@ -152,7 +152,7 @@ def test_an_error_is_never_cached(repo: GitRepo, tmp_path: Path) -> None:
         assert tests.status is CheckStatus.ERROR
         assert [f.code for f in tests.findings] == ["tests.uncounted"]
         assert "cached_from" not in tests.details
-    with Store.open(cfg.database_url) as store, store._transaction() as session:
+    with Store.open(cfg.database_url) as store, store.transaction() as session:
         from verifier.store.models import TestResultCacheModel
 
         assert session.query(TestResultCacheModel).count() == 0
