@@ -11,7 +11,7 @@ VERIFIER_TEST_POSTGRES_URL ?= postgresql+psycopg://postgres@127.0.0.1:5432/test
 # so twice the cores of this 2-core machine (measured: 3 and 4 alike, 8 slower).
 TEST_WORKERS ?= 4
 
-.PHONY: install demo test lint bench schema clean
+.PHONY: install demo test check lint bench schema clean
 
 install: $(STAMP)
 
@@ -26,6 +26,14 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	VERIFIER_TEST_POSTGRES_URL='$(VERIFIER_TEST_POSTGRES_URL)' $(BIN)/python -m pytest -q -n $(TEST_WORKERS)
+
+# The quick loop: lint, then the tests of what the change touches (tests/support/affected.py
+# says how they are chosen); BASE=main for a branch's whole change. `make test` stays the answer.
+BASE ?= HEAD
+check: lint
+	@tests="$$($(BIN)/python -m tests.support.affected $(BASE))"; \
+	if [ -z "$$tests" ]; then echo "no test touched by the change against $(BASE)"; else \
+	VERIFIER_TEST_POSTGRES_URL='$(VERIFIER_TEST_POSTGRES_URL)' $(BIN)/python -m pytest -q -n 2 $$tests; fi
 
 lint: $(STAMP)
 	$(BIN)/ruff check verifier audit migrations tests
