@@ -8,10 +8,10 @@ from verifier.formats.gate import CHECK_OF_PREFIX
 
 def test_every_check_has_a_name_a_title_and_prefixes_of_its_own() -> None:
     checks = registered()
-    assert [c.name for c in checks] == ["changes", "tests", "audit", "replay", "claims"]
-    assert [c.title for c in checks] == ["Changes", "Tests", "Audit", "Replay", "Claims"]
+    assert [c.name for c in checks] == ["changes", "tests", "audit", "replay"]
+    assert [c.title for c in checks] == ["Changes", "Tests", "Audit", "Replay"]
     prefixes = [p for c in checks for p in c.prefixes]
-    assert prefixes == ["change.", "tests.", "audit.", "replay.", "profile.", "claims."]
+    assert prefixes == ["change.", "tests.", "audit.", "replay.", "profile."]
     assert len(set(prefixes)) == len(prefixes)
     assert all(p.endswith(".") and "." not in p[:-1] for p in prefixes)
 
