@@ -75,11 +75,7 @@ SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 )
 @click.option("--allow-empty", is_flag=True, help="Exit 0 when no session is selected (else 1).")
 @output_format(
-    "text",
-    "json",
-    "junit",
-    "github",
-    "sarif",
+    *gate_formats.FORMATS,
     help=f"github: annotations, and a Markdown table into ${SUMMARY_ENV} when set.",
 )
 @config_loader_option(

@@ -12,7 +12,7 @@ import hashlib
 import json
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -28,7 +28,6 @@ from verifier.app.gate import (
 from verifier.checks import registered
 from verifier.findings import Finding
 
-FORMATS = ("text", "json", "junit", "github", "sarif")
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 # GitHub shows at most 10 annotations of each kind (error, warning, notice) per step,
 # and 50 per job: one gate step stays within both at 10 of each.
@@ -585,14 +584,22 @@ def _result(d: SessionDecision, finding: Finding | None) -> dict[str, Any]:
     return result
 
 
+def _github_stdout(decision: Decision) -> str:
+    return render_github(decision).stdout
+
+
+# Each format's stdout, by its name on the command line (github's step summary comes
+# from `render_github`). A new format is a function and a line here.
+RENDERERS: dict[str, Callable[[Decision], str]] = {
+    "text": render_text,
+    "json": render_json,
+    "junit": render_junit,
+    "github": _github_stdout,
+    "sarif": render_sarif,
+}
+FORMATS = tuple(RENDERERS)
+
+
 def render(decision: Decision, fmt: str) -> str:
-    """The stdout of `fmt` (github's step summary comes from `render_github`)."""
-    if fmt == "json":
-        return render_json(decision)
-    if fmt == "junit":
-        return render_junit(decision)
-    if fmt == "sarif":
-        return render_sarif(decision)
-    if fmt == "github":
-        return render_github(decision).stdout
-    return render_text(decision)
+    """The stdout of `fmt`, one of `FORMATS`."""
+    return RENDERERS[fmt](decision)
