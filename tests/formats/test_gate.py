@@ -240,13 +240,3 @@ def test_text_says_when_an_override_decided_and_keeps_the_computed_verdict() -> 
     assert (
         "gate: passed (exit 0): 1 of 1 session delivered; 1 session decided by an override" in text
     )
-
-
-def test_count_prints_the_number_of_sessions_that_block() -> None:
-    from verifier.formats.gate import render
-
-    decision = decide(
-        [session("s1", "not_delivered"), session("s2", "delivered"), session("s3", "pending")],
-        SELECTION,
-    )
-    assert render(decision, "count") == "2\n"

@@ -584,11 +584,6 @@ def _result(d: SessionDecision, finding: Finding | None) -> dict[str, Any]:
     return result
 
 
-def render_count(decision: Decision) -> str:
-    """An example format: the number of sessions that block, alone on a line."""
-    return f"{sum(1 for s in decision.sessions if s.blocks)}\n"
-
-
 def _github_stdout(decision: Decision) -> str:
     return render_github(decision).stdout
 
@@ -601,7 +596,6 @@ RENDERERS: dict[str, Callable[[Decision], str]] = {
     "junit": render_junit,
     "github": _github_stdout,
     "sarif": render_sarif,
-    "count": render_count,
 }
 FORMATS = tuple(RENDERERS)
 

@@ -18,7 +18,7 @@ from tests.support.pg import (
 )
 from verifier.service.api import create_app
 
-FORMATS = ("text", "json", "junit", "github", "sarif", "count")
+FORMATS = ("text", "json", "junit", "github", "sarif")
 
 
 def _source_args(source: str, live: Live | None, monkeypatch: pytest.MonkeyPatch) -> list[str]:
