@@ -145,7 +145,6 @@ COMMANDS: dict[str, CommandInfo] = {
         "Verify one session report, print the verdict and store it.",
         shortened=True,
     ),
-    "version": CommandInfo("verifier.cli.version", "version_command", "The verifier's version."),
     "webhooks": CommandInfo(
         "verifier.cli.webhooks",
         "webhooks_group",
