@@ -38,6 +38,7 @@ errors of `audit` (which never imports this package) have their own root,
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 
 class VerifierError(Exception):
@@ -46,6 +47,17 @@ class VerifierError(Exception):
     code = "error"
     http_status = 500
     exit_code = 2
+    field: str | None = None
+    """The field, parameter or header at fault, when one is (the API's ``error.field``)."""
+
+    def problem_text(self) -> str:
+        """What is wrong, in words; the field is shown beside it, so it is not repeated."""
+        problem = getattr(self, "problem", None)
+        return problem if isinstance(problem, str) else str(self)
+
+    def extra(self) -> dict[str, Any]:
+        """Facts a face shows beside the problem (the API: keys beside ``error``)."""
+        return {}
 
 
 class InvalidReport(VerifierError):
@@ -57,6 +69,7 @@ class InvalidReport(VerifierError):
 
     code = "invalid_report"
     http_status = 400
+    field: str
 
     def __init__(self, field: str, problem: str) -> None:
         self.field = field
@@ -76,6 +89,7 @@ class SessionConflict(VerifierError):
 
     code = "conflict"
     http_status = 409
+    field = "session_id"
 
     def __init__(self, session_id: str, stored_sha256: str, new_sha256: str) -> None:
         self.session_id = session_id
@@ -99,6 +113,7 @@ class BadRequest(VerifierError):
 
     code = "bad_request"
     http_status = 400
+    field: str
 
     def __init__(self, field: str, problem: str) -> None:
         self.field = field
@@ -111,6 +126,7 @@ class Forbidden(VerifierError):
 
     code = "forbidden"
     http_status = 403
+    field: str
 
     def __init__(self, field: str, problem: str) -> None:
         self.field = field
@@ -123,11 +139,19 @@ class WitnessConflict(VerifierError):
 
     code = "witness_conflict"
     http_status = 409
+    field = "entries"
 
     def __init__(self, index: int, problem: str) -> None:
         self.index = index
         self.problem = problem
         super().__init__(f"entry {index}: {problem}")
+
+    def problem_text(self) -> str:
+        # The index leads, as in every other place that shows this error.
+        return str(self)
+
+    def extra(self) -> dict[str, Any]:
+        return {"index": self.index}
 
 
 class LostJob(VerifierError):
