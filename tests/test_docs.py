@@ -164,3 +164,18 @@ def test_the_architecture_page_names_every_module_and_layer() -> None:
                 assert name and _named(text, name.removeprefix("verifier.")), (
                     f"docs/architecture.md does not name the layer {name}"
                 )
+
+
+def test_the_dependencies_page_gives_each_dependency_a_reason() -> None:
+    """One line per dependency of pyproject.toml (runtime and dev) on docs/dependencies.md."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    wanted = [*project["dependencies"], *project["optional-dependencies"]["dev"]]
+    names = {re.split(r"[\[<>=!~ ]", spec, maxsplit=1)[0].lower() for spec in wanted}
+    text = (ROOT / "docs" / "dependencies.md").read_text(encoding="utf-8").lower()
+    rows = {
+        row.split("|")[1].strip().split(" ")[0] for row in text.splitlines() if row.startswith("| ")
+    }
+    missing = sorted(names - rows)
+    assert not missing, f"docs/dependencies.md gives no reason for {missing}"
