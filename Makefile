@@ -11,7 +11,7 @@ VERIFIER_TEST_POSTGRES_URL ?= postgresql+psycopg://postgres@127.0.0.1:5432/test
 # so twice the cores of this 2-core machine (measured: 3 and 4 alike, 8 slower).
 TEST_WORKERS ?= 4
 
-.PHONY: install demo test check lint bench schema clean
+.PHONY: install demo test check lint bench docs schema clean
 
 install: $(STAMP)
 
@@ -44,6 +44,9 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m tests.benchmarks.run
+
+docs: $(STAMP)
+	$(BIN)/python -m tests.support.cli_reference
 
 schema: $(STAMP)
 	$(BIN)/python -m verifier.contract > docs/contract/session-report-v1.schema.json

@@ -317,8 +317,8 @@ def test_timestamps_must_be_utc_strings(report: dict[str, Any], value: Any) -> N
     assert _invalid(report).field == "ended_at"
 
 
-@pytest.mark.parametrize("page", ["docs/contract/session-report-v1.md", "README.md"])
-def test_relative_links_of_the_contract_and_readme_resolve(page: str) -> None:
+@pytest.mark.parametrize("page", ["docs/contract/session-report-v1.md", "docs/report.md"])
+def test_relative_links_of_the_contract_and_its_summary_resolve(page: str) -> None:
     import re
 
     path = ROOT / page

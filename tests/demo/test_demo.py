@@ -65,7 +65,10 @@ def test_demo_trails_and_page(tmp_path: Path, capsys) -> None:  # type: ignore[n
     assert "http://127.0.0.1:8080/" in printed and "index.html" in printed
     # The commands printed read the demo's store from any folder.
     demo_store = f"sqlite:///{(tmp_path / 'out' / 'verifier.sqlite3').resolve()}"
-    assert Config.load(tmp_path / "out" / "verifier.toml", environ={}).database_url == demo_store
+    demo_config = Config.load(tmp_path / "out" / "verifier.toml", environ={})
+    assert demo_config.database_url == demo_store
+    # The evidence key of the README's tour is the demo's too: nothing is written into ~.
+    assert demo_config.evidence.signing_key.parent == (tmp_path / "out").resolve()
 
     for scenario in demo.SCENARIOS:
         trail = tmp_path / "out" / "trails" / f"{scenario.session_id}.jsonl"

@@ -387,6 +387,9 @@ def build(workdir: Path, runner: Runner | None = None) -> tuple[Path, list[Path]
         # Absolute: a command given --config from any folder reads the demo's store.
         f"database_url = {json.dumps(database_url)}\n"
         "test_timeout = 120\n\n"
+        # The evidence key too, so the tour's `keys create` writes here, never into ~.
+        "[evidence]\n"
+        f"signing_key = {json.dumps(str(workdir / 'evidence-signing-key.pem'))}\n\n"
         "[repositories.calc]\n"
         'path = "repo"\n'
         'test_command = ["{python}", "-m", "pytest", "-q"]\n',

@@ -1,4 +1,4 @@
-"""The README's "Recording a session" example, run as written against a scripted model."""
+"""The example of docs/recording.md, run as written against a scripted model."""
 
 from __future__ import annotations
 
@@ -13,21 +13,21 @@ from verifier.app.pipeline import verify_report
 from verifier.config import Config, RepositoryConfig
 from verifier.findings import DeliveryStatus
 
-README = ROOT / "README.md"
+PAGE = ROOT / "docs" / "recording.md"
 
 
 def example() -> str:
-    text = README.read_text(encoding="utf-8")
+    text = PAGE.read_text(encoding="utf-8")
     block = re.search(
         r"<!-- recorder-example:start -->\n```python\n(.*?)```\n<!-- recorder-example:end -->",
         text,
         re.S,
     )
-    assert block is not None, "the README lost its recorder example"
+    assert block is not None, "docs/recording.md lost its recorder example"
     return block.group(1)
 
 
-def test_the_readme_example_records_a_report_that_is_delivered(
+def test_the_recording_example_records_a_report_that_is_delivered(
     repo: GitRepo, tmp_path: Path
 ) -> None:
     fixed = CALC[: CALC.rindex("a + b")] + "a - b\n"
@@ -48,11 +48,11 @@ def test_the_readme_example_records_a_report_that_is_delivered(
             response({"text": "Fixed subtract()."}),
         ]
     )
-    exec(compile(example(), str(README), "exec"), {"root": repo.path, "client": client})
+    exec(compile(example(), str(PAGE), "exec"), {"root": repo.path, "client": client})
 
     raw = (repo.path.parent / "s-42.json").read_bytes()
     config = Config(
-        database_url=f"sqlite:///{tmp_path / 'readme.sqlite3'}",
+        database_url=f"sqlite:///{tmp_path / 'recording.sqlite3'}",
         repositories={"calc": RepositoryConfig("calc", path=repo.path, test_command=tuple(PYTEST))},
     )
     verification = verify_report(raw, config).verification
