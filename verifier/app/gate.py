@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # SQLAlchemy and httpx load only when a source is made
 
 # Where `judge` finds the read token of a --server.
 TOKEN_ENV = "VERIFIER_TOKEN"
-# Exit codes of the gate (the README's table): 2 is a usage error, raised as one.
+# Exit codes of the gate (the table in docs/cli.md): 2 is a usage error, raised as one.
 PASSED = 0
 BLOCKED = 1
 UNDECIDED = 3
