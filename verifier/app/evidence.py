@@ -63,7 +63,7 @@ from verifier.errors import ConfigError, InvalidReport, NotFound, ReportPruned
 from verifier.moments import utc_text
 from verifier.store import NoStore, SessionFilter, Store
 from verifier.store.overrides import overrides
-from verifier.store.rows import MAX_PAGE
+from verifier.store.rows import CLAIMED_CHANGE_KEYS, MAX_PAGE
 
 if TYPE_CHECKING:
     from verifier.store import Listed, RunRow
@@ -473,11 +473,10 @@ def normalised_actions(raw: bytes, config: Config) -> dict[str, Any]:
 
 def _claimed_changes(store: Store, session_id: str, raw: bytes | None) -> list[dict[str, Any]]:
     """The claimed changes: the report's own (as written) when it is kept; else the store's."""
-    keys = ("path", "action", "sha256_before", "sha256_after")
     if raw is not None:
         try:
             doc = json.loads(raw)
-            return [{k: c.get(k) for k in keys} for c in doc["changes"]]
+            return [{k: c.get(k) for k in CLAIMED_CHANGE_KEYS} for c in doc["changes"]]
         except (ValueError, KeyError, TypeError, AttributeError):
             pass  # a stored report always has them; the store's copy otherwise
     return store.claimed_changes(session_id)  # the store keeps them when the report is pruned

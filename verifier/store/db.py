@@ -43,6 +43,7 @@ from verifier.store.models import (
     utcnow,
 )
 from verifier.store.rows import (
+    CLAIMED_CHANGE_KEYS,
     CONCLUSIVE,
     DELIVERY_STATUSES,
     MAX_PAGE,
@@ -526,15 +527,14 @@ class Store:
 
     def claimed_changes(self, session_id: str) -> list[dict[str, str | None]]:
         """The changes the session's report claimed, in its order, with the report's own
-        keys (path, action, sha256_before, sha256_after); kept when the report is pruned."""
-        keys = ("path", "action", "sha256_before", "sha256_after")
+        keys (`CLAIMED_CHANGE_KEYS`); kept when the report is pruned."""
         with self.transaction() as session:
             models = session.scalars(
                 select(ClaimedChangeModel)
                 .where(ClaimedChangeModel.session_id == session_id)
                 .order_by(ClaimedChangeModel.ordinal)
             ).all()
-            return [{k: getattr(m, k) for k in keys} for m in models]
+            return [{k: getattr(m, k) for k in CLAIMED_CHANGE_KEYS} for m in models]
 
     def rejected(self, *, limit: int = 50, before_id: int | None = None) -> list[RejectedRow]:
         """Reports that could not be read, newest first; `before_id` pages."""

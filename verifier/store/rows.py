@@ -28,6 +28,10 @@ CONCLUSIVE = (DeliveryStatus.DELIVERED.value, DeliveryStatus.NOT_DELIVERED.value
 GROUP_BY = ("day", "week", "agent", "model", "repo")
 
 
+# A claimed change as the report writes it, and as `Store.claimed_changes` gives it back.
+CLAIMED_CHANGE_KEYS = ("path", "action", "sha256_before", "sha256_after")
+
+
 @dataclass(frozen=True)
 class SessionRow:
     """A stored session; the report bytes themselves come from `Store.report_bytes`."""
