@@ -10,6 +10,15 @@ that is not there yet, so nothing was read) says it through a `Notice`, as
 
 from collections.abc import Callable
 
+from verifier._internal.cancel import cancel_all
+
 Notice = Callable[[str], None]
 
-__all__ = ["Notice"]
+
+def stop_all() -> None:
+    """Cancel every verification under way in this process, and any it starts later: the
+    first signal's stop (a test run under way is killed and nothing is recorded)."""
+    cancel_all()
+
+
+__all__ = ["Notice", "stop_all"]

@@ -639,10 +639,8 @@ class _Database:
                     self._problem = str(exc)
                 if time.perf_counter() - started > SLOW_OPEN_S:
                     # It migrated (a new embedded store): Alembic's tables are left as cyclic
-                    # garbage whose weakref callbacks would run in whichever thread collects
-                    # next, often the main thread loading the trajectory, where a signal's
-                    # exception landing in one is swallowed and the test run never stopped.
-                    # Collected here, in the thread that opened it, before the run.
+                    # garbage, collected here, in the thread that opened it, rather than by
+                    # whichever thread allocates next (the main thread loading the trajectory).
                     gc.collect()
             return self._store
 

@@ -28,6 +28,7 @@ import click
 
 from audit.errors import AuditError
 from verifier import __version__
+from verifier.app import stop_all
 from verifier.cli.options import Invocation, stdout_gone
 from verifier.errors import ConfigError, Interrupted, VerifierError
 from verifier.formats import render
@@ -212,6 +213,8 @@ def run(argv: list[str] | None = None) -> int:
     except Interrupted as exc:
         return _interrupted(exc.signum)
     except (VerifierError, AuditError) as exc:
+        if signum := getattr(_on_signal, "seen", False):  # the cancel a signal made
+            return _interrupted(signum)
         _show_error(exc, invocation.format)
         return exc.exit_code if isinstance(exc, VerifierError) else AUDIT_EXIT_CODE
     except click.ClickException as exc:
@@ -263,7 +266,12 @@ def _show_error(exc: VerifierError | AuditError, fmt: str) -> None:
 
 def _on_signal(signum: int, _frame: FrameType | None) -> None:
     """First signal: unwind, killing the test run and removing our folders. Second: stop now,
-    the test runs killed all the same (our temporary folders are left)."""
+    the test runs killed all the same (our temporary folders are left).
+
+    The first signal cancels every verification of the process before it raises: the
+    exception lands wherever the main thread is, and Python swallows one raised inside a
+    finalizer or a weakref callback; the cancel stops the test run all the same, and its
+    `Cancelled` unwinds to `run`, which reads it as the signal's."""
     if getattr(_on_signal, "seen", False):
         # The one import of plumbing in a face, made here: a run that is never signalled
         # twice never loads the sandbox for it.
@@ -272,6 +280,7 @@ def _on_signal(signum: int, _frame: FrameType | None) -> None:
         kill_all()
         os._exit(128 + signum)
     _on_signal.seen = signum  # type: ignore[attr-defined]
+    stop_all()
     raise Interrupted(signum)
 
 
