@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["BIDI", "CONTROL", "escape_controls", "first_control", "strip_controls"]
+__all__ = ["BIDI", "CONTROL", "codepoint", "escape_controls", "first_control", "strip_controls"]
 
 # C0 (tab, newline and carriage return included), DEL, C1 (NEL U+0085 among them), and
 # U+2028/U+2029, which JavaScript and many viewers read as line ends.
