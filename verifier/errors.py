@@ -12,6 +12,7 @@ error with one lookup::
     │   └── PatternsError         tampering_patterns          (checks.tests.tampering)
     ├── BadRequest                bad_request       400       a parameter or option
     ├── Forbidden                 forbidden         403       a token bound to another agent
+    │   └── ForeignTrail          foreign_trail               another agent's session's trail
     ├── NotFound                  not_found         404
     │   ├── ReportPruned          pruned            410       the report's bytes were pruned
     │   └── NoStore               no_store                    no database yet (store.engine)
@@ -132,6 +133,13 @@ class Forbidden(VerifierError):
         self.field = field
         self.problem = problem
         super().__init__(f"{field}: {problem}")
+
+
+class ForeignTrail(Forbidden):
+    """A token bound to one agent posting the trail of a session another agent's report
+    or ``session_start`` names (`verifier.store.witness`)."""
+
+    code = "foreign_trail"
 
 
 class WitnessConflict(VerifierError):

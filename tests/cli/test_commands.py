@@ -65,6 +65,11 @@ def test_an_error_shows_its_code_when_its_message_does_not_say_it() -> None:
     )
     assert cli.error_text(VerifierError("something")) == "verifier: something\n"
     assert cli.error_text(ConfigError("--repo: not a folder")) == "verifier: --repo: not a folder\n"
+    # What a report holds, quoted in a problem, is shown escaped and starts no command.
+    quoted = InvalidReport("agent.name", 'got "a\n::add-mask::b\u2028##[error]c"')
+    assert cli.error_text(quoted) == (
+        'verifier: invalid report: agent.name: got "a\\x0a::add-mask::b\\u2028##\\[error]c"\n'
+    )
 
 
 def test_an_error_under_format_json_is_the_apis_error_object_on_stderr(

@@ -348,3 +348,45 @@ def test_nul_in_a_stored_text_field_is_refused_naming_it(field: str, edit: Any) 
     with pytest.raises(InvalidReport) as caught:
         parse_report(json.dumps(doc).encode())
     assert caught.value.field == field and "NUL" in caught.value.problem
+
+
+CONTROLS = ["\x00", "\t", "\n", "\r", "\x1b", "\x1f", "\x7f", "\x80", "\u0085", "\x9f"]
+
+
+@pytest.mark.parametrize("char", [*CONTROLS, "\u2028", "\u2029"])
+def test_a_claimed_path_with_a_control_character_is_refused_naming_the_claim(
+    char: str,
+) -> None:
+    from tests.support.report_factory import report_dict
+
+    changes = [
+        {"path": f"f{n}.py", "action": "create", "sha256_before": None, "sha256_after": "a" * 64}
+        for n in range(3)
+    ]
+    doc = report_dict("s-ctl", changes=changes)
+    parse_report(json.dumps(doc).encode())  # valid with ordinary paths
+    changes[2]["path"] = f"src/a{char}::error::x.py"
+    error = _invalid(json.dumps(doc).encode())
+    assert error.field == "changes.2.path"
+    assert error.problem.startswith(f"control character U+{ord(char):04X} at offset 5 ")
+
+
+@pytest.mark.parametrize(
+    "path", ["src/é/日本.py", "a b/c.py", "odd\u202ename.py", "weird\u00a0space", "x::y.py"]
+)
+def test_a_claimed_path_without_control_characters_still_reads(path: str) -> None:
+    from tests.support.report_factory import report_dict
+
+    change = {"path": path, "action": "create", "sha256_before": None, "sha256_after": "a" * 64}
+    parsed = parse_report(json.dumps(report_dict("s-ok", changes=[change])).encode())
+    assert parsed.doc.changes[0].path == path
+
+
+def test_the_schemas_path_pattern_refuses_what_the_contract_refuses() -> None:
+    import re
+
+    pattern = json_schema()["$defs"]["ClaimedChange"]["properties"]["path"]["pattern"]
+    for char in [*CONTROLS, "\u2028", "\u2029"]:
+        assert re.search(pattern, f"a{char}b") is None
+    for path in ["src/é.py", "odd\u202ename.py", "a b"]:
+        assert re.search(pattern, path) is not None

@@ -92,7 +92,9 @@ def test_github_annotations_are_capped_at_ten_of_each_kind_and_say_how_many_are_
     assert errors[-1].title == "16 more error annotations left out"
     assert [a.file for a in errors[:9]] == [f"f{i}.py" for i in range(9)]
     commands = [line for line in output.stdout.splitlines() if line.startswith("::")]
-    assert len(commands) == len(output.annotations)
+    token = output.end_token
+    assert len(commands) == len(output.annotations) + 2  # and stop-commands, and its end
+    assert commands[-2:] == [f"::stop-commands::{token}", f"::{token}::"]
     assert "16 error annotations left out (GitHub shows 10 per step)" in output.stdout
     # The summary still lists every session.
     assert all(f"<code>{s.session_id}</code>" in output.summary for s in sessions)

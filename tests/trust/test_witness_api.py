@@ -154,7 +154,7 @@ def test_a_bound_token_posts_only_its_agents_reports(
     )
 
 
-def test_a_bound_token_cannot_witness_another_agents_trail(
+def test_a_bound_token_witnesses_its_own_agents_trail_and_never_another_agents(
     client: TestClient, tokens: dict[str, str], db_url: str
 ) -> None:
     with Store.open(db_url) as store:
@@ -166,17 +166,18 @@ def test_a_bound_token_cannot_witness_another_agents_trail(
         ).status_code
         == 200
     )
+    # Another agent's token cannot extend repo-fixer's trail: it posts to a trail of its
+    # own, where entry 1 has nothing to follow.
     answer = client.post("/v1/sessions/s-1/trail", content=lines(entries[1]), headers=bearer(other))
-    assert (
-        answer.status_code == 403
-        and "witnessed for agent 'repo-fixer'" in answer.json()["error"]["problem"]
-    )
+    assert answer.status_code == 409 and answer.json()["index"] == 0
+    with Store.open(db_url) as store:
+        assert witnessed(store, "s-1", "repo-fixer")[0] == (entries[0]["hash"],)
+        assert witnessed(store, "s-1", "other")[0] == ()
     named = seal("s-2", [{"kind": "session_start", "ts": TS.format(0), "agent": "repo-fixer"}])
     answer = client.post("/v1/sessions/s-2/trail", content=lines(*named), headers=bearer(other))
-    assert (
-        answer.status_code == 403
-        and "session_start names agent 'repo-fixer'" in answer.json()["error"]["problem"]
-    )
+    error = answer.json()["error"]
+    assert answer.status_code == 403 and error["code"] == "foreign_trail"
+    assert "session_start names agent 'repo-fixer'" in error["problem"]
 
 
 def test_only_ingest_tokens_are_bound(db_url: str) -> None:

@@ -392,6 +392,7 @@ def _verify_and_record(
     """
     options, repo_problem = mirrored(config, report, options, progress)
     store = None if db is None else db.store()
+    witnessed, foreign = (None, ()) if db is None else _witnessed(store, report)
     verification = verify(
         report,
         config,
@@ -401,8 +402,10 @@ def _verify_and_record(
         digest_cache=db,
         test_cache=db if db is not None and config.test_result_cache else None,
         repo_problem=repo_problem,
-        witnessed=None if db is None else _witnessed(store, report.session_id),
+        witnessed=witnessed,
     )
+    if foreign:
+        verification = replace(verification, notes=(*verification.notes, _foreign_note(foreign)))
     if db is None:
         return verification, None
     try:
@@ -587,17 +590,32 @@ def _trusted(
         raise
 
 
-def _witnessed(store: Store | None, session_id: str) -> WitnessedPrefix | None:
-    """What the witness holds of the session's trail, for the audit check; None when
-    the store cannot tell (the check then says the witness was not consulted)."""
+def _witnessed(
+    store: Store | None, report: Report
+) -> tuple[WitnessedPrefix | None, tuple[str, ...]]:
+    """What the witness holds of the trail of the report's agent, for the audit check
+    (None when the store cannot tell: the check then says the witness was not
+    consulted), and the other agents whose tokens posted a trail under its session id:
+    the report is never held to theirs."""
     if store is None:
-        return None
-    from verifier.store.witness import witnessed
+        return None, ()
+    from verifier.store.witness import trail_agents, witnessed
 
+    agent = report.doc.agent.name
     try:
-        return WitnessedPrefix(*witnessed(store, session_id))
+        prefix = WitnessedPrefix(*witnessed(store, report.session_id, agent))
+        foreign = tuple(a for a in trail_agents(store, report.session_id) if a not in ("", agent))
     except InfrastructureError:
-        return None
+        return None, ()
+    return prefix, foreign
+
+
+def _foreign_note(agents: Sequence[str]) -> str:
+    names = ", ".join(repr(a) for a in agents)
+    return (
+        f"the witness also holds a trail of this session id posted under the token of "
+        f"agent {names}: not this report's agent, so the report is not held to it"
+    )
 
 
 class _Database:

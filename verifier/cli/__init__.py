@@ -30,6 +30,7 @@ from audit.errors import AuditError
 from verifier import __version__
 from verifier.app import stop_all
 from verifier.cli.options import Invocation, stdout_gone
+from verifier.controls import escape_controls
 from verifier.errors import ConfigError, Interrupted, VerifierError
 from verifier.formats import render
 
@@ -238,7 +239,8 @@ def error_text(exc: VerifierError | AuditError) -> str:
     """How an error reads on stderr: its message, and its code when that adds to it (the
     code is not one of `GENERIC_CODES`, and the message does not already say it):
     ``verifier: session 's1' is not stored [not_found]``."""
-    message, code = str(exc), exc.code
+    # A problem may quote what a report holds: shown as the faces show agent text.
+    message, code = render.inert(escape_controls(str(exc))), exc.code
     if code in GENERIC_CODES or code.replace("_", " ") in message.lower():
         return f"verifier: {message}\n"
     return f"verifier: {message} [{code}]\n"

@@ -37,6 +37,7 @@ from pydantic import (
 )
 
 from verifier.contract._gc import gc_paused
+from verifier.controls import codepoint, first_control
 from verifier.errors import InvalidReport
 
 if TYPE_CHECKING:  # the SDK costs half a second to import: only the trajectory needs it
@@ -89,6 +90,10 @@ STATUS_ALIASES = {
     "boucle détectée": "loop_detected",
     "délai dépassé": "timeout",
 }
+
+# What a claimed path may not hold (`verifier.controls.CONTROL`), as the schema says it:
+# C0, DEL, C1, and the Unicode line and paragraph separators.
+CLAIMED_PATH_PATTERN = r"^[^\u0000-\u001f\u007f-\u009f\u2028\u2029]*$"
 
 Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{4,64}$")]
 Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
@@ -237,7 +242,8 @@ class Usage(_Model):
 
 # `mode_before` / `mode_after` are optional (None: not claimed) so that a change of mode
 # alone can be claimed, and reports written before they existed read as they did. The
-# path is checked by the changes check, not here.
+# path is checked by the changes check, not here, but for its control characters:
+# `_check_paths` refuses those before the models are validated, naming the claim.
 class ClaimedChange(_Model):
     """A file the agent claims to have changed, with its blob's hash on each side.
 
@@ -246,10 +252,15 @@ class ClaimedChange(_Model):
     without both hashes) is the changes check's finding `change.action_inconsistent`.
     """
 
-    path: str  # NUL included: the changes check refuses such a path, naming it
+    path: str = Field(json_schema_extra={"pattern": CLAIMED_PATH_PATTERN})
     """The file's path from the repository's root, with `/` separators, compared byte
-    for byte as UTF-8 (no Unicode normalisation, no case folding). A path that is
-    absolute or holds a `..` segment, a backslash, NUL or an empty segment is a broken
+    for byte as UTF-8 (no Unicode normalisation, no case folding). A path holding a
+    control character (C0 from U+0000 to U+001F, NUL, tab and newline included; DEL;
+    C1 from U+0080 to U+009F; U+2028 or U+2029) makes the report invalid, the error
+    naming the claim, the character and its offset (git allows such names; a session
+    cannot claim a change to one, as every face showing the path would have to defuse
+    it). A path that is
+    absolute or holds a `..` segment, a backslash or an empty segment is a broken
     promise, not an invalid report: the report is stored and the session is not
     delivered."""
 
@@ -591,6 +602,7 @@ def parse_document(raw: bytes, limits: Limits = LIMITS) -> Report:
             f"unknown schema version {data['schema_version']!r} (this verifier reads '1')",
         )
     _check_counts(data, limits)
+    _check_paths(data)
     try:
         doc = ReportDoc.model_validate(data)
     except ValidationError as exc:
@@ -649,6 +661,24 @@ def _check_counts(data: dict[str, Any], limits: Limits) -> None:
             raise InvalidReport(
                 "trajectory.contents",
                 f"holds {parts} parts in all, over the limit of {limits.parts}",
+            )
+
+
+def _check_paths(data: dict[str, Any]) -> None:
+    """Refuse a claimed path holding a control character, naming the claim, the character
+    and where it is (the models then check the rest of each claim)."""
+    changes = data.get("changes")
+    if not isinstance(changes, list):
+        return
+    for n, change in enumerate(changes):
+        path = change.get("path") if isinstance(change, dict) else None
+        found = first_control(path) if isinstance(path, str) else None
+        if found is not None:
+            offset, char = found
+            raise InvalidReport(
+                f"changes.{n}.path",
+                f"control character {codepoint(char)} at offset {offset} (a claimed path "
+                "holds none: C0, DEL, C1, U+2028 and U+2029 are refused)",
             )
 
 

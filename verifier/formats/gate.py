@@ -4,6 +4,15 @@ text (a table for people), json (for scripts), junit (one testcase per
 session), github (workflow commands for annotations, and a Markdown table for
 the step summary) and sarif (2.1.0, one rule per finding code). None of them
 does I/O: the command writes what they return.
+
+Everything a session wrote (its id, branch, repository name, findings' paths,
+messages and values) reaches a format with its control characters escaped
+(`verifier.controls.escape_controls`): one line each, nothing that moves a
+cursor or reorders text. GitHub reads workflow commands from every step's log,
+so the text is `render.inert` (no line of it starts one), JSON and SARIF are
+`render.inert_json` (losslessly), and `github` writes its own annotations, then
+everything else between ``::stop-commands::`` and an end token drawn at random
+for the run, which nothing a session wrote can know.
 """
 
 from __future__ import annotations
@@ -11,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import secrets
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -26,7 +36,9 @@ from verifier.app.gate import (
     repository_path,
 )
 from verifier.checks import registered
+from verifier.controls import escape_controls as shown
 from verifier.findings import Finding
+from verifier.formats.render import inert_json
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 # GitHub shows at most 10 annotations of each kind (error, warning, notice) per step,
@@ -74,7 +86,7 @@ def describe_selection(decision: Decision) -> str:
     if s.rev_range is not None:
         n = len(s.range_commits)
         parts.append(f"--rev-range {s.rev_range} ({n} commit{'' if n == 1 else 's'})")
-    return ", ".join(parts)
+    return shown(", ".join(parts))
 
 
 def finding_line(finding: Finding) -> str:
@@ -83,7 +95,7 @@ def finding_line(finding: Finding) -> str:
     line = f"{finding.code}{where}: {finding.message}"
     if finding.expected is not None or finding.found is not None:
         line += f" (expected {_short(finding.expected)}, found {_short(finding.found)})"
-    return line
+    return shown(line)
 
 
 def _short(value: str | None, limit: int = 120) -> str:
@@ -94,7 +106,7 @@ def _short(value: str | None, limit: int = 120) -> str:
 
 
 def summary_line(decision: Decision) -> str:
-    line = f"gate: {decision.outcome} (exit {decision.exit_code}): {decision.reason}"
+    line = f"gate: {decision.outcome} (exit {decision.exit_code}): {shown(decision.reason)}"
     if decision.overridden:
         n = decision.overridden
         line += f"; {n} {'session' if n == 1 else 'sessions'} decided by an override"
@@ -203,7 +215,7 @@ def _session_dict(d: SessionDecision) -> dict[str, Any]:
 
 
 def render_json(decision: Decision) -> str:
-    return json.dumps(decision_dict(decision), ensure_ascii=False, indent=2) + "\n"
+    return inert_json(json.dumps(decision_dict(decision), ensure_ascii=True, indent=2)) + "\n"
 
 
 # -- junit --------------------------------------------------------------------------------
@@ -213,7 +225,7 @@ _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def _xml_text(text: str) -> str:
-    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", shown(text))
 
 
 def render_junit(decision: Decision) -> str:
@@ -257,7 +269,9 @@ def render_junit(decision: Decision) -> str:
     suite.set("skipped", str(skipped))
     ET.SubElement(suite, "system-out").text = _xml_text(summary_line(decision))
     ET.indent(suites)
-    body = ET.tostring(suites, encoding="unicode")
+    # `##[` can only be text here: as a character reference it reads back the same, and
+    # a log that shows the file reads no legacy workflow command in it.
+    body = ET.tostring(suites, encoding="unicode").replace("##[", "#&#35;[")
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + body + "\n"
 
 
@@ -278,7 +292,7 @@ def _session_detail(d: SessionDecision) -> str:
             f"override {s.override.status}{by}: {s.override.reason or '(no reason given)'}"
         )
     lines += [f"- {finding_line(f)}" for f in s.findings]
-    return "\n".join(lines)
+    return "\n".join(shown(line) for line in lines)
 
 
 # -- github -------------------------------------------------------------------------------
@@ -301,6 +315,8 @@ class GithubOutput:
     summary: str
     annotations: tuple[Annotation, ...]
     left_out: dict[str, int]
+    # What ends ``::stop-commands::`` around everything but the annotations.
+    end_token: str = ""
 
 
 def escape_data(text: str) -> str:
@@ -314,6 +330,10 @@ def escape_property(text: str) -> str:
 
 
 def workflow_command(annotation: Annotation) -> str:
+    """One annotation as a workflow command, its values escaped as GitHub unescapes them.
+
+    The annotations' texts hold no control character a session wrote
+    (`github_annotations` escapes them): the newlines left are ours."""
     properties = [("file", annotation.file), ("line", annotation.line), ("title", annotation.title)]
     shown = ",".join(f"{k}={escape_property(str(v))}" for k, v in properties if v is not None)
     return f"::{annotation.level} {shown}::{escape_data(annotation.message)}"
@@ -331,9 +351,11 @@ def github_annotations(decision: Decision) -> list[Annotation]:
             found.append(
                 Annotation(
                     "notice",
-                    f"verdict overridden: {s.session_id}",
-                    f"session {s.session_id} is {status_words(d.status)} by an override{by}"
-                    f"{why} (computed: {computed})",
+                    shown(f"verdict overridden: {s.session_id}"),
+                    shown(
+                        f"session {s.session_id} is {status_words(d.status)} by an override{by}"
+                        f"{why} (computed: {computed})"
+                    ),
                 )
             )
             continue
@@ -344,20 +366,22 @@ def github_annotations(decision: Decision) -> list[Annotation]:
             found.append(
                 Annotation(
                     level,
-                    f"{status_words(d.status)}: {s.session_id}",
-                    f"session {s.session_id} is {verdict_words(d)}",
+                    shown(f"{status_words(d.status)}: {s.session_id}"),
+                    shown(f"session {s.session_id} is {verdict_words(d)}"),
                 )
             )
         for finding in s.findings:
-            message = finding.message
+            message = shown(finding.message)
             if finding.expected is not None or finding.found is not None:
-                message += f"\nexpected: {finding.expected}\nfound: {finding.found}"
+                expected, found_ = shown(str(finding.expected)), shown(str(finding.found))
+                message += f"\nexpected: {expected}\nfound: {found_}"
+            file = repository_path(finding)
             found.append(
                 Annotation(
                     level,
-                    f"{finding.code} ({s.session_id}, {verdict_words(d)})",
+                    shown(f"{finding.code} ({s.session_id}, {verdict_words(d)})"),
                     message,
-                    file=repository_path(finding),
+                    file=None if file is None else shown(file),
                 )
             )
     if not decision.sessions and not decision.allow_empty:
@@ -396,22 +420,28 @@ def capped(found: Sequence[Annotation]) -> tuple[list[Annotation], dict[str, int
     return kept, left_out
 
 
-def render_github(decision: Decision) -> GithubOutput:
+def render_github(decision: Decision, end_token: str | None = None) -> GithubOutput:
+    """The annotations as workflow commands, then the text view with command processing
+    stopped: between ``::stop-commands::TOKEN`` and ``::TOKEN::``, with a token drawn
+    for this run (`end_token` for tests), no line is read as a command."""
+    token = end_token or secrets.token_hex(16)
     kept, left_out = capped(github_annotations(decision))
     lines = [workflow_command(a) for a in kept]
+    lines.append(f"::stop-commands::{token}")
     for level, n in left_out.items():
         lines.append(f"{n} {level} annotations left out (GitHub shows {GITHUB_PER_KIND} per step)")
     text = render_text(decision, width=120)
-    stdout = "\n".join(lines) + ("\n" if lines else "") + text
-    return GithubOutput(stdout, render_markdown(decision), tuple(kept), left_out)
+    stdout = "\n".join(lines) + "\n" + text + f"::{token}::\n"
+    return GithubOutput(stdout, render_markdown(decision), tuple(kept), left_out, token)
 
 
 _ICON = {Verdict.PASS: "✅", Verdict.FAIL: "❌", Verdict.UNDECIDED: "⚠️"}
 
 
 def _cell(text: str) -> str:
-    """Text for a Markdown table cell: no pipe, newline or HTML gets through."""
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Text for a Markdown table cell: no pipe, newline, control character or HTML gets
+    through (a newline a session wrote is shown escaped, like any control character)."""
+    text = shown(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return text.replace("|", "\\|").replace("\r", " ").replace("\n", "<br>")
 
 
@@ -529,10 +559,12 @@ def render_sarif(decision: Decision) -> str:
         },
     }
     return (
-        json.dumps(
-            {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]},
-            ensure_ascii=False,
-            indent=2,
+        inert_json(
+            json.dumps(
+                {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]},
+                ensure_ascii=True,
+                indent=2,
+            )
         )
         + "\n"
     )
@@ -542,9 +574,9 @@ def _result(d: SessionDecision, finding: Finding | None) -> dict[str, Any]:
     s = d.session
     rule_id = _rule_id(d, finding)
     if finding is None:
-        text = f"Session {s.session_id} is {verdict_words(d)}."
+        text = shown(f"Session {s.session_id} is {verdict_words(d)}.")
     else:
-        text = f"Session {s.session_id} ({verdict_words(d)}): {finding_line(finding)}"
+        text = shown(f"Session {s.session_id} ({verdict_words(d)}): {finding_line(finding)}")
     level = "error" if d.blocks else ("note" if d.verdict is Verdict.PASS else "warning")
     result: dict[str, Any] = {"ruleId": rule_id, "level": level, "message": {"text": text}}
     path = None if finding is None else repository_path(finding)

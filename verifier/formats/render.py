@@ -5,6 +5,11 @@ verdict renders the same in every face and each format is tested alone. The
 text views use rich, imported only when text is asked for; JSON needs nothing.
 A check's details are read defensively: any check, status or finding renders,
 whatever it put in its details.
+
+What an agent wrote (ids, paths, messages, branch and agent names, models) is
+shown with its control characters escaped (`verifier.controls.escape_controls`),
+and every text view is `inert`: no line of it starts a GitHub workflow command,
+so a CI log that shows it runs none an agent wrote.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from verifier.controls import escape_controls
 from verifier.findings import CheckResult, CheckStatus, DeliveryStatus, Finding, Verification
 from verifier.moments import utc_text
 
@@ -52,8 +58,33 @@ STATUS_STYLE = {
 _HASH = re.compile(r"\b([0-9a-f]{12})[0-9a-f]{52}\b")
 
 
+# GitHub's runner reads a workflow command from a line starting with `::` (after white
+# space) and, in its legacy form, from `##[` anywhere in a line.
+_COMMAND_START = re.compile(r"^([^\S\r\n]*)::", re.M)
+
+
+def inert(text: str) -> str:
+    """`text` with nothing a GitHub runner reads as a workflow command: a line that would
+    start one gets a backslash before its `::`, and `##[` its bracket escaped."""
+    return _COMMAND_START.sub(r"\1\\::", text).replace("##[", "##\\[")
+
+
+def inert_json(text: str) -> str:
+    """JSON text as `inert`, losing nothing: non-ASCII and control characters are JSON
+    escapes (no line ends inside a string, none starts with `::`), and the `#` of `##[`
+    is ``\\u0023``, which every JSON reader reads back as `#`."""
+    return text.replace("##[", "#\\u0023[")
+
+
 def dumps(data: Any) -> str:
-    return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
+    return inert_json(json.dumps(data, ensure_ascii=True, indent=2)) + "\n"
+
+
+class _Output(io.StringIO):
+    """What a console writes into, read back `inert`."""
+
+    def getvalue(self) -> str:
+        return inert(super().getvalue())
 
 
 def progress_line(line: str) -> str:
@@ -66,7 +97,7 @@ def _console(width: int | None = None) -> tuple[Console, io.StringIO]:
     for pipes and CI logs rather than 80."""
     from rich.console import Console
 
-    out = io.StringIO()
+    out = _Output()
     tty = sys.stdout.isatty()
     console = Console(
         file=out,
@@ -79,9 +110,10 @@ def _console(width: int | None = None) -> tuple[Console, io.StringIO]:
 
 
 def _escape(text: str) -> str:
+    """Text for a console: its control characters escaped, then its markup."""
     from rich.markup import escape
 
-    return escape(text)
+    return escape(escape_controls(text))
 
 
 def verdict_text(status: str) -> str:
@@ -132,7 +164,7 @@ def verification_text(v: Verification, stored: str | None = None, width: int | N
         excerpt = result.details.get("output_excerpt")
         if result.status is CheckStatus.FAIL and isinstance(excerpt, str):
             for line in excerpt.rstrip().splitlines()[-6:]:
-                console.print(f"      [dim]| {esc(line)}[/dim]")
+                console.print(f"      [dim]| {esc(line.expandtabs())}[/dim]")
     for note in v.notes:
         console.print(f"  [dim]note: {esc(note)}[/dim]")
     if stored:
@@ -340,9 +372,10 @@ def override_text(done: Overridden) -> str:
     view, row = done.session, done.override
     standing = view.session.override_status
     said = "no override stands" if standing is None else f"override {standing.replace('_', ' ')}"
-    return (
+    return inert(
         f"session {view.session.session_id}: computed verdict "
-        f"{view.delivery_status.replace('_', ' ')}; {said} (override {row.id} by {row.author})\n"
+        f"{view.delivery_status.replace('_', ' ')}; {said} "
+        f"(override {row.id} by {escape_controls(row.author)})\n"
     )
 
 
@@ -465,7 +498,7 @@ def deliveries_text(rows: Sequence[DeliveryRow]) -> str:
     ]
     for r in rows:
         d = r.to_dict()
-        last = r.last_error or (f"HTTP {r.last_status}" if r.last_status else "-")
+        last = escape_controls(r.last_error or (f"HTTP {r.last_status}" if r.last_status else "-"))
         if r.state == "pending" and d["next_attempt_at"]:
             last += f"; next {d['next_attempt_at']}"
         lines.append(
@@ -474,7 +507,7 @@ def deliveries_text(rows: Sequence[DeliveryRow]) -> str:
         )
     if not rows:
         lines.append("(no deliveries)")
-    return "\n".join(lines) + "\n"
+    return inert("\n".join(lines) + "\n")
 
 
 def retried_text(counts: Mapping[str, int]) -> str:
@@ -497,9 +530,10 @@ def trail_text(path: Path, result: TrailCheck) -> str:
     entries = f"{count} intact entr{'y' if count == 1 else 'ies'}"
     if result.status == "intact":
         return f"{path}: intact and complete, {entries}\n"
+    problem = escape_controls(str(result.problem))
     if result.status == "unfinished":
-        return f"{path}: intact but unfinished, {entries}: {result.problem}\n"
-    return f"{path}: broken at line {result.line}: {result.problem}; {entries} before it\n"
+        return inert(f"{path}: intact but unfinished, {entries}: {problem}\n")
+    return inert(f"{path}: broken at line {result.line}: {problem}; {entries} before it\n")
 
 
 def written_text(written: Written) -> str:
@@ -516,7 +550,7 @@ def bundle_refused_json(reason: str, message: str) -> str:
 
 
 def bundle_refused_text(reason: str, message: str) -> str:
-    return f"reason: {reason}\n{message}\n"
+    return inert(f"reason: {escape_controls(reason)}\n{escape_controls(message)}\n")
 
 
 def bundle_text(verified: Verified) -> str:
@@ -527,10 +561,12 @@ def bundle_text(verified: Verified) -> str:
         verdict = s["verdict"] or {}
         report = "report included" if s["report_included"] else "report pruned"
         lines.append(
-            f"  {s['session_id']}: {verdict.get('computed')} "
-            f"(effective {verdict.get('effective')}), {s['subjects']} file(s), {report}"
+            escape_controls(
+                f"  {s['session_id']}: {verdict.get('computed')} "
+                f"(effective {verdict.get('effective')}), {s['subjects']} file(s), {report}"
+            )
         )
-    return "\n".join(lines) + "\n"
+    return inert("\n".join(lines) + "\n")
 
 
 def key_json(path: Path, fingerprint: str) -> str:
@@ -742,14 +778,15 @@ def inventory_text(result: Inventory, width: int | None = None) -> str:
 
 def report_check_text(check: ReportCheck, *, explain: bool = False) -> str:
     """What a harness author reads: each finding with its code, where, expected and found."""
+    shown = escape_controls
     if check.invalid is not None:
-        return (
+        return inert(
             "invalid report: the bytes are not a session report v1\n"
-            f"  field:   {check.invalid.field}\n"
-            f"  problem: {check.invalid.problem}\n"
+            f"  field:   {shown(check.invalid.field)}\n"
+            f"  problem: {shown(check.invalid.problem)}\n"
         )
     lines = [
-        f"report {check.session_id}: "
+        f"report {shown(str(check.session_id))}: "
         + (
             "valid, no finding"
             if not check.findings
@@ -758,18 +795,18 @@ def report_check_text(check: ReportCheck, *, explain: bool = False) -> str:
         + f" (profile {check.profile}, {check.entries} audit entries, {check.calls} calls)"
     ]
     for finding in check.findings:
-        lines.append(f"{finding.code}: {finding.message}")
+        lines.append(f"{finding.code}: {shown(finding.message)}")
         where = check.where(finding)
         if where is not None:
-            lines.append(f"  where:    {where}")
+            lines.append(f"  where:    {shown(where)}")
         if finding.expected is not None:
-            lines.append(f"  expected: {finding.expected}")
+            lines.append(f"  expected: {shown(finding.expected)}")
         if finding.found is not None:
-            lines.append(f"  found:    {finding.found}")
+            lines.append(f"  found:    {shown(finding.found)}")
     if check.unknown_calls:
         lines.append(
-            f"note: calls the profile {check.profile!r} does not know (kept raw, not normalised): "
-            + ", ".join(check.unknown_calls)
+            f"note: calls the profile {shown(repr(check.profile))} does not know (kept raw, "
+            "not normalised): " + ", ".join(shown(name) for name in check.unknown_calls)
         )
     if explain:
         for e in check.explanations:
@@ -778,7 +815,7 @@ def report_check_text(check: ReportCheck, *, explain: bool = False) -> str:
             lines.append("explain: no hash to explain")
     elif check.explanations:
         lines.append("(--explain shows the canonical bytes behind each hash that does not match)")
-    return "\n".join(lines) + "\n"
+    return inert("\n".join(lines) + "\n")
 
 
 def _explain_lines(e: HashExplanation) -> list[str]:
@@ -796,7 +833,7 @@ def _explain_lines(e: HashExplanation) -> list[str]:
         )
     return [
         head,
-        e.canonical.decode("utf-8"),
+        escape_controls(e.canonical.decode("utf-8")),
         f"  computed: {e.computed}",
         f"  stated:   {e.stated}",
     ]

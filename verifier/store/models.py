@@ -350,18 +350,21 @@ class WebhookDeliveryModel(Base):
 
 
 class WitnessedEntryModel(Base):
-    """One trail entry as the witness received it while the session ran (migration 0007).
+    """One trail entry as the witness received it while the session ran (migrations 0007,
+    0008).
 
-    The key is the session and the entry's index: an entry is witnessed once; a
-    later report's trail must extend these exactly (`verifier.store.witness`).
+    The key is the session, the agent whose tokens posted the trail, and the entry's
+    index: each agent's tokens witness a trail of their own under a session id, which
+    no other agent's token can start, extend or block; an entry is witnessed once; a
+    later report's trail must extend its own agent's exactly (`verifier.store.witness`).
     """
 
     __tablename__ = "witnessed_entries"
 
     session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    # The agent of the token that posted it; "" for a token bound to no agent.
+    agent: Mapped[str] = mapped_column(Text, primary_key=True, server_default="")
     idx: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     entry_hash: Mapped[str] = mapped_column(String(64))
     entry: Mapped[bytes] = mapped_column(LargeBinary, deferred=True)
     received_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-    # The agent of the token that posted it, when that token is bound to one.
-    agent: Mapped[str | None] = mapped_column(Text)

@@ -1,11 +1,18 @@
 """The witness's memory: trail entries as the service received them while a session ran.
 
-`witness` appends posted entries after checking each link against what is
-held (`audit.chain`: the genesis value, each entry's hash over its content,
-each ``prev`` the hash before it); an entry that does not extend the held
-chain raises `WitnessConflict` naming its index; an entry posted again with
-the same hash is taken as already seen (idempotent). `witnessed` reads the
-prefix back, hashes and times, for the audit check (`verifier.checks.audit`).
+A trail belongs to the agent of the token that posted it: each agent's tokens
+witness a trail of their own under a session id (a token bound to no agent, the
+trail of ``""``), so no token of another agent can start it, extend it, or
+block it by posting first. `witness` appends posted entries to the posting
+token's trail after checking each link against what is held (`audit.chain`:
+the genesis value, each entry's hash over its content, each ``prev`` the hash
+before it); an entry that does not extend the held chain raises
+`WitnessConflict` naming its index; an entry posted again with the same hash is
+taken as already seen (idempotent). A bound token may not post the trail of a
+session whose stored report, or whose ``session_start``, names another agent
+(`ForeignTrail`). `witnessed` reads back the prefix a report is held to, hashes
+and times, for the audit check (`verifier.checks.audit`): its own agent's trail,
+never another agent's.
 """
 
 from __future__ import annotations
@@ -20,8 +27,8 @@ from sqlalchemy.exc import IntegrityError
 
 from audit.chain import KINDS, entry_hash, genesis
 from audit.jcs import CanonicalizationError
-from verifier.errors import BadRequest, Forbidden, WitnessConflict
-from verifier.store.models import WitnessedEntryModel
+from verifier.errors import BadRequest, ForeignTrail, WitnessConflict
+from verifier.store.models import SessionModel, WitnessedEntryModel
 
 if TYPE_CHECKING:
     from verifier.store.db import Store
@@ -62,9 +69,9 @@ def witness(
     """Append `entries` to the witnessed trail of `session_id`; the count and head hash
     held after, and now.
 
-    `agent` is the posting token's bound agent: a trail first posted under
-    another agent's token, or whose ``session_start`` names another agent, is
-    refused (`Forbidden`).
+    `agent` is the posting token's bound agent (None: bound to none), whose trail of
+    the session this is; a bound token posting the trail of a session whose stored
+    report or ``session_start`` names another agent is refused (`ForeignTrail`).
     """
     try:
         return _witness(store, session_id, entries, agent)
@@ -81,23 +88,25 @@ def _witness(
     agent: str | None,
 ) -> tuple[int, str, datetime]:
     now = datetime.now(UTC)
+    owner = agent or ""
     with store.transaction(write=True) as session:
+        if agent is not None:
+            reported = session.execute(
+                select(SessionModel.agent_name).where(SessionModel.session_id == session_id)
+            ).scalar_one_or_none()
+            if reported is not None and reported != agent:
+                raise ForeignTrail(
+                    "Authorization",
+                    f"the stored report of session {session_id!r} names agent {reported!r}; "
+                    f"this token is bound to agent {agent!r}",
+                )
         held = session.execute(
-            select(
-                WitnessedEntryModel.idx, WitnessedEntryModel.entry_hash, WitnessedEntryModel.agent
-            )
-            .where(WitnessedEntryModel.session_id == session_id)
+            select(WitnessedEntryModel.idx, WitnessedEntryModel.entry_hash)
+            .where(WitnessedEntryModel.session_id == session_id, WitnessedEntryModel.agent == owner)
             .order_by(WitnessedEntryModel.idx)
             .with_for_update()
         ).all()
         hashes = [row.entry_hash for row in held]
-        owners = {row.agent for row in held if row.agent is not None}
-        if agent is not None and owners - {agent}:
-            raise Forbidden(
-                "Authorization",
-                f"the trail of {session_id!r} is witnessed for agent {sorted(owners)[0]!r}; "
-                f"this token is bound to agent {agent!r}",
-            )
         for raw, entry in entries:
             index = _index(entry, session_id, len(hashes))
             if agent is not None and entry.get("kind") == "session_start":
@@ -105,7 +114,7 @@ def _witness(
                 if isinstance(named, Mapping):
                     named = named.get("name")
                 if isinstance(named, str) and named != agent:
-                    raise Forbidden(
+                    raise ForeignTrail(
                         "Authorization",
                         f"the trail's session_start names agent {named!r}; "
                         f"this token is bound to agent {agent!r}",
@@ -129,11 +138,11 @@ def _witness(
             session.add(
                 WitnessedEntryModel(
                     session_id=session_id,
+                    agent=owner,
                     idx=index,
                     entry_hash=computed,
                     entry=raw,
                     received_at=now,
-                    agent=agent,
                 )
             )
             hashes.append(computed)
@@ -143,16 +152,37 @@ def _witness(
     return len(hashes), hashes[-1], now
 
 
-def witnessed(store: Store, session_id: str) -> tuple[tuple[str, ...], tuple[datetime, ...]]:
-    """The witnessed prefix of `session_id`'s trail: each entry's hash and when it
-    arrived, in order (empty when nothing was witnessed)."""
+def witnessed(
+    store: Store, session_id: str, agent: str | None = None
+) -> tuple[tuple[str, ...], tuple[datetime, ...]]:
+    """The witnessed prefix a report of `agent` is held to: each entry's hash and when
+    it arrived, in order (empty when nothing was witnessed).
+
+    It is the trail posted under tokens bound to `agent`, else the one posted under
+    tokens bound to no agent (which may post any agent's); never a trail posted under
+    another agent's token. `agent` None: the unbound tokens' trail alone.
+    """
+    owners = trail_agents(store, session_id)
+    owner = agent if agent is not None and agent in owners else ""
     with store.transaction() as session:
         rows = session.execute(
             select(WitnessedEntryModel.entry_hash, WitnessedEntryModel.received_at)
-            .where(WitnessedEntryModel.session_id == session_id)
+            .where(WitnessedEntryModel.session_id == session_id, WitnessedEntryModel.agent == owner)
             .order_by(WitnessedEntryModel.idx)
         ).all()
     return tuple(r.entry_hash for r in rows), tuple(r.received_at for r in rows)
+
+
+def trail_agents(store: Store, session_id: str) -> tuple[str, ...]:
+    """The agents whose tokens posted a trail under `session_id` ("" for unbound ones)."""
+    with store.transaction() as session:
+        found = session.execute(
+            select(WitnessedEntryModel.agent)
+            .where(WitnessedEntryModel.session_id == session_id)
+            .distinct()
+            .order_by(WitnessedEntryModel.agent)
+        ).scalars()
+        return tuple(found)
 
 
 def _index(entry: Mapping[str, Any], session_id: str, held: int) -> int:

@@ -202,7 +202,11 @@ def run_gate_step(
 
 
 def _annotations(out: str) -> list[str]:
-    return [line for line in out.splitlines() if line.startswith("::")]
+    """The workflow commands before command processing stops (its end closes the output)."""
+    commands = [line for line in out.splitlines() if line.startswith("::")]
+    stop, end = commands[-2:]
+    assert stop.startswith("::stop-commands::") and end == f"::{stop.split('::')[2]}::"
+    return commands[:-2]
 
 
 def test_the_workflow_gate_step_blocks_a_pull_request_then_lets_it_through(

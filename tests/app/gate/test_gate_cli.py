@@ -56,9 +56,12 @@ def assert_blocked(fmt: str, ran: Ran, summary: Path, session_id: str) -> None:
         assert "change.missing calc.py" in (failure.get("message") or "")
     elif fmt == "github":
         commands = [line for line in ran.out.splitlines() if line.startswith("::")]
+        token = commands[-1].strip(":")
         assert commands == [
             f"::error file=calc.py,title=change.missing ({session_id}%2C not delivered)"
-            "::calc.py is not at head"
+            "::calc.py is not at head",
+            f"::stop-commands::{token}",
+            f"::{token}::",
         ]
         text = summary.read_text(encoding="utf-8")
         assert "verifier gate: blocked (exit 1)" in text
@@ -89,7 +92,8 @@ def assert_passed(fmt: str, ran: Ran, summary: Path, session_id: str) -> None:
         assert case.get("name") == session_id
         assert case.find("failure") is None and case.find("error") is None
     elif fmt == "github":
-        assert not [line for line in ran.out.splitlines() if line.startswith("::")]
+        commands = [line for line in ran.out.splitlines() if line.startswith("::")]
+        assert [c.split("::")[1] for c in commands] == ["stop-commands", commands[-1].strip(":")]
         text = summary.read_text(encoding="utf-8")
         # Appended after the blocked run's summary: both answers are there, in order.
         assert text.index("blocked (exit 1)") < text.index("verifier gate: passed (exit 0)")

@@ -105,6 +105,25 @@ def test_a_report_with_nul_in_a_stored_field_is_a_400_naming_it(
     assert status == 400 and error_of(body)["field"] == "agent.name"
 
 
+def test_a_claimed_path_with_a_control_character_is_a_400_naming_the_claim_and_kept(
+    client: TestClient, tokens: dict[str, str], db_url: str
+) -> None:
+    change = {"path": "a.py", "action": "create", "sha256_before": None, "sha256_after": "a" * 64}
+    hostile = dict(change, path="calc.py\n::add-mask::x")
+    raw = json.dumps(report_dict("s-ctl", changes=[change, hostile])).encode()
+    status, body = post(client, raw, tokens["ingest"])
+    assert status == 400
+    error = error_of(body)
+    assert (error["code"], error["field"]) == ("invalid_report", "changes.1.path")
+    assert str(error["problem"]).startswith("control character U+000A at offset 7")
+    with Store.open(db_url) as store:
+        [rejected] = store.rejected()
+        assert rejected.field == "changes.1.path"
+        assert rejected.report_sha256 == hashlib.sha256(raw).hexdigest()
+    # The session id stays free.
+    assert client.get("/v1/sessions/s-ctl", headers=bearer(tokens["read"])).status_code == 404
+
+
 def test_bytes_that_are_not_json_are_a_400_on_the_whole_document(
     client: TestClient, tokens: dict[str, str]
 ) -> None:

@@ -22,7 +22,6 @@ import functools
 import hashlib
 import json
 import os
-import re
 import select
 import shutil
 import signal
@@ -37,6 +36,7 @@ from typing import Any, Literal
 from verifier._internal.cancel import CancelToken
 from verifier._internal.sandbox import jail as _jail
 from verifier.config import SandboxLimits
+from verifier.controls import strip_controls
 from verifier.errors import Cancelled, InfrastructureError
 
 __all__ = [
@@ -58,11 +58,6 @@ _SANDBOX = Path(__file__).with_name("child.py")
 _READ_CHUNK = 65536
 # After the main process has gone, how long we wait for the pipe to close.
 _DRAIN_S = 2.0
-# ESC sequences (CSI, OSC, two-byte) and the C0/C1 controls but newline and tab.
-_CONTROL = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?"
-    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
-)
 
 
 class SandboxUnavailable(InfrastructureError):
@@ -546,8 +541,3 @@ class _Log:
         if omitted:
             text += f"\n[... {omitted} bytes omitted ...]\n"
         return text + strip_controls(bytes(self.tail).decode("utf-8", "replace"))
-
-
-def strip_controls(text: str) -> str:
-    """`text` without ESC sequences and C0/C1 control characters, newline and tab kept."""
-    return _CONTROL.sub("", text)
