@@ -211,3 +211,17 @@ def test_escaped_text_still_shows_what_was_written() -> None:
     assert render.inert("::error::x\n  ::warning::y\nok ##[error]z") == (
         "\\::error::x\n  \\::warning::y\nok ##\\[error]z"
     )
+
+
+def test_report_check_text_shows_a_quoted_hostile_value_escaped_and_inert() -> None:
+    from tests.support.report_factory import report_dict
+    from verifier import resources
+    from verifier.app.reportcheck import check_report
+
+    doc = report_dict("s-1")
+    doc["usage"] = {"turns": "1\u2028::add-mask::x\u0085##[error]y\x1b[2J"}
+    checked = check_report(json.dumps(doc, ensure_ascii=False).encode(), resources.profiles_dir())
+    assert checked.invalid is not None and checked.invalid.field == "usage.turns"
+    text = render.report_check_text(checked)
+    assert_inert(text)
+    assert "\\u2028::add-mask::x\\x85##\\[error]y" in text

@@ -335,8 +335,8 @@ def workflow_command(annotation: Annotation) -> str:
     The annotations' texts hold no control character a session wrote
     (`github_annotations` escapes them): the newlines left are ours."""
     properties = [("file", annotation.file), ("line", annotation.line), ("title", annotation.title)]
-    shown = ",".join(f"{k}={escape_property(str(v))}" for k, v in properties if v is not None)
-    return f"::{annotation.level} {shown}::{escape_data(annotation.message)}"
+    given = ",".join(f"{k}={escape_property(str(v))}" for k, v in properties if v is not None)
+    return f"::{annotation.level} {given}::{escape_data(annotation.message)}"
 
 
 def github_annotations(decision: Decision) -> list[Annotation]:
