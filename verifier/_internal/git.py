@@ -9,7 +9,8 @@ The repository is the agent's work, so git is run as on untrusted data:
 
 * an argument list, ``cwd=`` the repository, its own process group, and a
   watchdog that kills the whole group when `timeout_s` runs out (a hung git,
-  or a program it started, cannot hold the verifier);
+  or a program it started, cannot hold the verifier), cut to the deadline of
+  the check that made the `Git` (`verifier._internal.deadline`);
 * no inherited ``GIT_*`` variable (``GIT_DIR`` or ``GIT_INDEX_FILE`` would point
   it elsewhere), ``GIT_OPTIONAL_LOCKS=0`` (no index refresh, nothing written),
   ``GIT_NO_REPLACE_OBJECTS=1`` (``refs/replace`` would swap the commit we
@@ -52,6 +53,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Protocol
 
+from verifier._internal.deadline import check_deadline
 from verifier.errors import InfrastructureError, ObjectCorrupt
 
 #: The one timeout of a git command, in seconds, unless a caller passes its own.
@@ -251,9 +253,19 @@ class Git:
         error: type[InfrastructureError] = InfrastructureError,
     ) -> None:
         self.cwd = cwd
-        self.timeout_s = timeout_s
+        self._timeout_s = timeout_s
+        # The check's deadline when one runs (`verifier._internal.deadline`): every command
+        # of this object, in whichever thread, stops by then.
+        self.deadline = check_deadline()
         self.error = error
         self.env = git_environment()
+
+    @property
+    def timeout_s(self) -> float:
+        """Seconds a command started now may take: the timeout, cut to the deadline."""
+        if self.deadline is None:
+            return self._timeout_s
+        return max(0.0, min(self._timeout_s, self.deadline - time.monotonic()))
 
     def _spawn(
         self, args: Sequence[str], stdin: _Stream, stdout: _Stream, stderr: _Stream
@@ -272,7 +284,9 @@ class Git:
             raise self.error(f"cannot run git in {str(self.cwd)!r}: {exc}") from None
 
     def _timed_out(self, what: str) -> InfrastructureError:
-        return self.error(f"git {what} timed out after {self.timeout_s:g}s in {str(self.cwd)!r}")
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            return self.error(f"git {what} stopped at the check's deadline in {str(self.cwd)!r}")
+        return self.error(f"git {what} timed out after {self._timeout_s:g}s in {str(self.cwd)!r}")
 
     def call(self, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
         """Run ``git args``; its exit code is the caller's to judge."""
