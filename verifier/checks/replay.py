@@ -452,6 +452,7 @@ def replay(plan: Plan, files: Files, profile: str, budget: Budget | None = None)
         "replayed": len(plan.steps),
         "steps": steps,
         "not_replayable": dict(sorted(plan.not_replayable.items())),
+        "work_bytes": budget.spent,  # joined, split, scanned and hashed (`Budget`)
     }
     if any(f.code in FAILING for f in findings):
         status = CheckStatus.FAIL
