@@ -445,6 +445,15 @@ class Config:
     # Keep conclusive test results by the tree tested, and reuse them (off: every
     # verification runs the tests, e.g. for a suite known to be flaky).
     test_result_cache: bool = True
+    # Seconds each check may take (changes, audit, replay); the tests check gets the test
+    # timeout plus this. `check_deadlines` sets one check's, by name ({tests = 900}).
+    # Out of time: inconclusive, `<check>.deadline_exceeded`.
+    check_deadline_s: Seconds = Field(default=120.0, alias="check_deadline")
+    check_deadlines: Mapping[str, Seconds] = field(default_factory=dict)
+    # What the replay check may spend: bytes joined, scanned and hashed, and the largest
+    # file it replays; more is inconclusive (replay.budget_exceeded).
+    replay_max_work_bytes: PositiveInt = 8 * 1024**3
+    replay_max_file_bytes: PositiveInt = 64 * 1024**2
     repositories: Mapping[str, RepositoryConfig] = field(default_factory=dict)
     service: ServiceConfig = field(default_factory=ServiceConfig)
     evidence: EvidenceConfig = field(default_factory=EvidenceConfig)

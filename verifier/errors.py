@@ -24,6 +24,7 @@ error with one lookup::
     │   ├── SandboxUnavailable    sandbox_unavailable         (_internal.sandbox.runner)
     │   ├── RunnerNotFound        runner_not_found            (_internal.sandbox.runner)
     │   ├── TestInfraError        test_infra                  (checks.tests.testinfra)
+    │   ├── ObjectCorrupt         object_corrupt              (_internal.git): a finding too
     │   └── CopyMismatch          copy_mismatch               (store.maintenance)
     ├── LostJob                   lost_job          409  exit 3  a stalled worker's result
     └── Cancelled                 cancelled         503  exit 3  stopped on purpose
@@ -200,6 +201,29 @@ class InfrastructureError(VerifierError):
     code = "infrastructure"
     http_status = 503
     exit_code = 3
+
+
+class ObjectCorrupt(InfrastructureError):
+    """git served an object whose bytes do not hash to its id (a rewritten loose object,
+    an alternate store's copy): what was read is not what the id names.
+
+    An infrastructure error for whoever does not know better (never a pass), and a
+    broken promise for the checks, which turn it into ``change.object_corrupt``.
+    """
+
+    code = "object_corrupt"
+
+    def __init__(self, oid: str, kind: str, found: str, path: str | None = None) -> None:
+        self.oid, self.kind, self.found, self.path = oid, kind, found, path
+        where = f" ({path})" if path else ""
+        super().__init__(
+            f"git served {kind} {oid}{where} with bytes that hash to {found}, not to its id: "
+            "the repository's object store holds other bytes under that id"
+        )
+
+    def at(self, path: str) -> ObjectCorrupt:
+        """The same error, naming the path the object was read for."""
+        return ObjectCorrupt(self.oid, self.kind, self.found, path)
 
 
 class Cancelled(VerifierError):

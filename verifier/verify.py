@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -10,8 +11,10 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from audit.findings import Finding
 from verifier import __version__
 from verifier._internal.cancel import CancelToken
+from verifier._internal.deadline import deadline_of
 from verifier.checks import registered
 from verifier.checks.base import (
     Check,
@@ -24,9 +27,19 @@ from verifier.checks.base import (
 from verifier.config import Config
 from verifier.contract.report import Report
 from verifier.errors import ConfigError
-from verifier.findings import CheckResult, Verification, cap_findings, decide
+from verifier.findings import CheckResult, CheckStatus, Verification, cap_findings, decide
 
 log = logging.getLogger(__name__)
+
+#: Seconds a check is waited for after its deadline, to stop on its own, before it is left.
+DEADLINE_GRACE_S = 5.0
+#: The finding of a check out of time, by check (another check: its first prefix's).
+DEADLINE_CODES = {
+    "changes": "change.deadline_exceeded",
+    "tests": "tests.deadline_exceeded",
+    "audit": "audit.deadline_exceeded",
+    "replay": "replay.deadline_exceeded",
+}
 
 # Called with the whole report once it has loaded, while the checks run (the
 # pipeline stores it then); what it raises cancels the checks.
@@ -67,8 +80,9 @@ def verify(
        `repo_problem`, why it could not be fetched; then the test command and
        timeout;
     2. start every check (`verifier.checks.registered`), each in its own thread
-       as soon as the checks it reads are done: changes, then the tests on the
-       head state it established; audit at once;
+       as soon as the checks it reads are done, under its deadline
+       (`deadline_s`): changes, then the tests on the head state it
+       established; audit at once;
     3. meanwhile, once the test run has started (loading the SDK must not slow
        the way to it), load the whole report (the trajectory) and `admit` it;
        an invalid report or a refused one cancels the checks;
@@ -142,10 +156,72 @@ def _context(
     )
 
 
+def deadline_s(check: Check, context: Context) -> float:
+    """Seconds `check` may take: its ``check_deadlines`` entry, else ``check_deadline``;
+    for a check that launches long work (the test run, which has its own timeout), the
+    test timeout plus ``check_deadline``."""
+    config = context.config
+    if check.name in config.check_deadlines:
+        return config.check_deadlines[check.name]
+    if check.launches:
+        return context.test_timeout_s + config.check_deadline_s
+    return config.check_deadline_s
+
+
+def _within(check: Check, context: Context, seconds: float) -> CheckResult:
+    """`check.run(context)` under a deadline of `seconds` (`verifier._internal.deadline`).
+
+    The check runs in a thread of its own: git commands it starts stop at the
+    deadline, its loops poll it, and should it still run `DEADLINE_GRACE_S`
+    after, it is left behind (a thread cannot be killed; a daemon one does not
+    hold the process) and the result is an error naming the budget. A check
+    that ends after its deadline, unless it failed, is an error too, the same
+    finding leading its own: what it did past the deadline is not taken.
+    """
+    outcome: list[CheckResult | BaseException] = []
+    done = threading.Event()
+
+    def work() -> None:
+        with deadline_of(seconds):
+            try:
+                outcome.append(check.run(context))
+            except BaseException as exc:  # handed to the caller's thread, raised there
+                outcome.append(exc)
+            finally:
+                done.set()
+
+    started = time.monotonic()
+    threading.Thread(target=work, name=f"check-{check.name}", daemon=True).start()
+    if not done.wait(seconds + DEADLINE_GRACE_S):
+        return CheckResult(check.name, CheckStatus.ERROR, (_late(check, seconds),))
+    (result,) = outcome
+    if isinstance(result, BaseException):
+        raise result
+    if result.status is not CheckStatus.FAIL and time.monotonic() - started >= seconds:
+        # Work past the deadline is not taken (it was cut short, or ran over); a failure
+        # found on the way is proof all the same.
+        late = (_late(check, seconds), *result.findings)
+        result = replace(result, status=CheckStatus.ERROR, findings=late)
+    return result
+
+
+def _late(check: Check, seconds: float) -> Finding:
+    code = DEADLINE_CODES.get(check.name, f"{next(iter(check.prefixes))}deadline_exceeded")
+    key = f"check_deadlines.{check.name}" if check.launches else "check_deadline"
+    return Finding(
+        code,
+        f"the {check.name} check did not finish within its deadline of {seconds:g}s ({key}): "
+        "its work was stopped, and what it could not establish leaves the verdict open",
+        expected=f"done within {seconds:g}s",
+        found="stopped at the deadline",
+    )
+
+
 def _start(
     pool: ThreadPoolExecutor, context: Context, checks: Sequence[Check]
 ) -> dict[str, Future[CheckResult]]:
-    """Submit every check; each waits for the results it reads, then runs, timed."""
+    """Submit every check; each waits for the results it reads, then runs, timed, under its
+    deadline (`_within`)."""
     futures: dict[str, Future[CheckResult]] = {}
 
     def run(check: Check, reads: list[Future[CheckResult]]) -> CheckResult:
@@ -154,7 +230,7 @@ def _start(
                 future.result()
             context.progress(f"checking {check.name}")
             start = time.perf_counter()
-            result = check.run(context)
+            result = _within(check, context, deadline_s(check, context))
         finally:
             if check.launches:  # started its long work, or never will: the others go on
                 context.launched.set()

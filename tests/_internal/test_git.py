@@ -6,6 +6,7 @@ import hashlib
 import os
 import subprocess
 import time
+import zlib
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from verifier._internal.git import (
     remember_digests,
 )
 from verifier._internal.repository import Repository
-from verifier.errors import InfrastructureError
+from verifier.errors import InfrastructureError, ObjectCorrupt
 
 
 class _PlumbingError(InfrastructureError):
@@ -228,3 +229,52 @@ def test_opening_tells_bare_repositories_subfolders_and_plain_folders_apart(
     assert (bare.root, bare.bare) == ((tmp_path / "b.git").resolve(), True)
     with pytest.raises(InfrastructureError, match="is a bare repository: no working tree"):
         bare.worktree_paths()
+
+
+def _rewrite_loose(repo: GitRepo, oid: str, kind: bytes, data: bytes) -> None:
+    target = repo.path / ".git" / "objects" / oid[:2] / oid[2:]
+    target.chmod(0o644)
+    target.write_bytes(zlib.compress(b"%s %d\0" % (kind, len(data)) + data))
+
+
+def test_a_blob_whose_bytes_are_not_its_id_raises_object_corrupt(plain: GitRepo) -> None:
+    plain.commit({"a.txt": "honest\n", "b.txt": "other\n"})
+    oid = _blob(plain, "a.txt")
+    _rewrite_loose(plain, oid, b"blob", b"forged, and longer\n")
+    assert plain.git("cat-file", "blob", oid) == "forged, and longer"  # git does not check
+    with Git(plain.path).cat_file([oid]) as batch, pytest.raises(ObjectCorrupt) as caught:
+        batch.read(oid)
+    assert (caught.value.oid, caught.value.kind) == (oid, "blob")
+    assert caught.value.found != oid
+
+
+def test_a_corrupt_blob_never_reaches_the_digest_cache(plain: GitRepo) -> None:
+    plain.commit({"a.txt": "honest\n"})
+    oid = _blob(plain, "a.txt")
+    _rewrite_loose(plain, oid, b"blob", b"forged\n")
+    cache = MemoryDigestCache()
+    with pytest.raises(ObjectCorrupt):
+        Git(plain.path).blob_sha256s([oid], cache=cache)
+    assert cache.digests == {}
+
+
+def test_a_corrupt_tree_read_raw_raises_object_corrupt(plain: GitRepo) -> None:
+    plain.commit({"d/a.txt": "a\n", "b.txt": "b\n"})
+    tree = plain.git("rev-parse", "HEAD:d")
+    other = plain.git("rev-parse", "HEAD:b.txt")
+    _rewrite_loose(plain, tree, b"tree", b"100644 a.txt\0" + bytes.fromhex(other))
+    with pytest.raises(ObjectCorrupt):
+        Git(plain.path).read_objects([(tree, "tree")])
+
+
+def test_objects_of_a_sha256_repository_are_checked_with_sha256(tmp_path: Path) -> None:
+    path = tmp_path / "r256"
+    subprocess.run(["git", "init", "-q", "--object-format=sha256", str(path)], check=True)
+    repo = GitRepo(path)
+    repo.commit({"a.txt": "honest\n"})
+    oid = _blob(repo, "a.txt")
+    assert len(oid) == 64
+    assert Git(path).read_objects([(oid, "blob")]) == [(oid, b"honest\n")]
+    _rewrite_loose(repo, oid, b"blob", b"forged\n")
+    with pytest.raises(ObjectCorrupt):
+        Git(path).read_objects([(oid, "blob")])

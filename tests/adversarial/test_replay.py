@@ -9,7 +9,8 @@ replayed, show the work is not what was asked. Each must be NOT delivered.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 
 from tests.support.gitrepo import GitRepo
 from tests.support.sessions import BASE, CALC, PYTEST, to_bytes
+from verifier._internal.snapshot import temp_parent
 from verifier.agent.harness import DEFAULT_TOOLS, ScriptedModel, Tool, call, model_turn, run_session
 from verifier.config import Config, RepositoryConfig
 from verifier.contract.report import parse_report
@@ -172,3 +174,113 @@ def test_a_recorded_effect_that_is_not_what_the_harness_wrote(notes: GitRepo) ->
     assert v.checks["replay"].status is CheckStatus.FAIL
     assert [f.code for f in v.checks["replay"].findings] == ["replay.mismatch"]
     assert "recorded effect" in v.checks["replay"].findings[0].message
+
+
+# Class 11 (issue 16): replay without a budget. A report of many one-line bounded
+# replaces on a multi-MB file cost a rejoin and a hash of the whole file per call.
+DATA = "".join(f"row {n:06d} {n * 7919 % 1000003:07d}\n" for n in range(500_000))  # ~10 MB
+CALLS = 30  # x 10 MB: past what replay hashes after every step (Budget.exact_bytes)
+
+
+@pytest.fixture
+def data_repo(tmp_path: Path) -> Iterator[GitRepo]:
+    """In memory when there is room: the harness writes the 10 MB file once per call."""
+    with tempfile.TemporaryDirectory(dir=temp_parent(64 << 20) or tmp_path) as folder:
+        repo = GitRepo(Path(folder) / "r")
+        repo.commit({**BASE, "calc.py": FIXED, "DATA.txt": DATA}, "base")
+        yield repo
+
+
+def data_edit(cid: str, line: int, expected: str, new: str) -> Any:
+    return call(
+        "replace_lines",
+        cid,
+        path="DATA.txt",
+        start_line=line,
+        end_line=line,
+        expected=expected,
+        replacement=new,
+    )
+
+
+def budgeted(repo: GitRepo, *turns: Any, **config: Any) -> Verification:
+    model = ScriptedModel([*turns, model_turn("Done.")])
+    report = run_session(repo.path, "s-big", "Edit data.", model, commit=True)
+    cfg = RepositoryConfig("calc", path=repo.path, test_command=tuple(PYTEST), test_timeout_s=60)
+    return verify(
+        parse_report(to_bytes(report.report())),
+        Config(repositories={"calc": cfg}, **config),
+        Options(repo.path),
+    )
+
+
+def test_many_one_line_replaces_on_a_large_file_cost_a_few_file_sizes(
+    data_repo: GitRepo,
+) -> None:
+    """The issue's example, honest: delivered, and replay's work does not grow with the
+    calls times the file's size (30 calls x 10 MB would be 600 MB hashed)."""
+    rows = DATA.splitlines(True)
+    calls = [
+        data_edit(f"c{n}", 1 + n * 9973, rows[n * 9973], rows[n * 9973].upper())
+        for n in range(CALLS)
+    ]
+    v = budgeted(data_repo, model_turn(*calls))
+    assert v.delivery_status is DeliveryStatus.DELIVERED, v.to_dict()["checks"]
+    details = v.checks["replay"].details
+    assert details["steps"] == CALLS
+    assert details["work_bytes"] <= 6 * len(DATA)
+
+
+def test_replaces_by_text_past_the_work_budget_are_inconclusive(data_repo: GitRepo) -> None:
+    """Each replace by text scans the whole file: the work budget stops the replay."""
+    calls = [
+        call("edit_file", f"t{n}", path="DATA.txt", old_text=f"row {n:06d} ", new_text=f"ROW {n} ")
+        for n in range(20)
+    ]
+    v = budgeted(data_repo, model_turn(*calls), replay_max_work_bytes=20 * len(DATA))
+    assert v.delivery_status is DeliveryStatus.INCONCLUSIVE
+    replay = v.checks["replay"]
+    assert replay.status is CheckStatus.ERROR
+    assert [(f.code, f.path, f.found) for f in replay.findings] == [
+        ("replay.budget_exceeded", "DATA.txt", "work")
+    ]
+
+
+def test_a_file_grown_past_the_replayable_size_is_inconclusive(data_repo: GitRepo) -> None:
+    """Writes that grow a file past `replay_max_file_bytes`: not rebuilt, and not passed."""
+    v = budgeted(
+        data_repo,
+        model_turn(call("write_file", "w1", path="GROWN.txt", content="x\n" * 100_000)),
+        replay_max_file_bytes=100_000,
+    )
+    assert v.delivery_status is DeliveryStatus.INCONCLUSIVE
+    assert [(f.code, f.path, f.found) for f in v.checks["replay"].findings] == [
+        ("replay.budget_exceeded", "GROWN.txt", "file size")
+    ]
+
+
+def test_a_wrong_range_among_many_replaces_on_a_large_file_is_still_caught(
+    data_repo: GitRepo,
+) -> None:
+    """Where the per-call hashes are skipped (a large file), a harness that writes one
+    call's edit elsewhere is still not delivered."""
+    rows = DATA.splitlines(True)
+    calls = [
+        data_edit(f"c{n}", 1 + n * 9973, rows[n * 9973], rows[n * 9973].upper())
+        for n in range(CALLS)
+    ]
+    tools = {**DEFAULT_TOOLS, "replace_lines": off_by_one}
+    model = ScriptedModel([model_turn(*calls), model_turn("Done.")])
+    report = run_session(data_repo.path, "s-big", "Edit.", model, tools=tools, commit=True)
+    cfg = RepositoryConfig(
+        "calc", path=data_repo.path, test_command=tuple(PYTEST), test_timeout_s=60
+    )
+    v = verify(
+        parse_report(to_bytes(report.report())),
+        Config(repositories={"calc": cfg}),
+        Options(data_repo.path),
+    )
+    assert v.delivery_status is DeliveryStatus.NOT_DELIVERED
+    (finding,) = v.checks["replay"].findings
+    assert (finding.code, finding.path) == ("replay.mismatch", "DATA.txt")
+    assert "'c0'" in finding.message

@@ -13,6 +13,16 @@ planning, while git lists the base tree; reading the base blobs; replaying
 with every expected text, effect and head blob id compared. The baseline: reading the same 100
 base blobs with one ``git cat-file --batch`` and applying the 1,000 edits with
 plain ``bytes`` slicing, nothing checked. Target (issue 8): at most 2x.
+
+Then the budget (issue 16, class 11): 1,000, 4,000 and 16,000 one-line
+bounded replaces on one 5 MB file, each with its effect recorded (the line is
+changed and changed back in turn, so that building the trail hashes two
+states, not one per call). The subject is the same `replay_session`; the
+baseline reads the base blob, splits it into lines once, applies the edits to
+the list and joins and hashes the result once. Target: at most 2x the
+baseline plus 100 us a call (planning a call through the profile, which the
+baseline does not do) at each size: a cost per call that grows with neither
+the file nor the calls (it did: a whole-file rejoin and hash per call).
 """
 
 from __future__ import annotations
@@ -155,8 +165,100 @@ def run(tmp: Path, repeat: int) -> Result:
         f"<= {TARGET:g}x",
         times["baseline"] * TARGET,
     )
+    rows = [row, *(_large_file_row(tmp, calls, repeat) for calls in LARGE_CALLS)]
     facts = {
         "replay data": f"{FILES} files of {LINES} lines (one in ten CRLF), {EDITS} "
-        "replace_lines calls, ten per file, interleaved"
+        "replace_lines calls, ten per file, interleaved",
+        "replay budget data": f"one file of {LARGE_LINES:,} lines "
+        f"({len(_large_base()) / 1e6:.1f} MB), one-line replace_lines calls, each recorded",
     }
-    return Result([row], facts)
+    return Result(rows, facts)
+
+
+LARGE_LINES = 100_000
+LARGE_CALLS = (1_000, 4_000, 16_000)
+# What a call costs whatever the file: planning it through the profile (about 60 us)
+# and replaying one line; the baseline does neither.
+PER_CALL_S = 100e-6
+
+
+def _large_base() -> bytes:
+    return b"".join(
+        b"    value_%06d = compute(%06d, data)  # line\n" % (n, n) for n in range(LARGE_LINES)
+    )
+
+
+def _large_file_row(tmp: Path, calls: int, repeat: int) -> Row:
+    """`calls` one-line replaces on one 5 MB file, against split, slice, join and hash once."""
+    base = _large_base()
+    root = tmp / f"large-{calls}"
+    root.mkdir()
+    agent_git(root, "init", "-q", "-b", "main")
+    (root / "big.py").write_bytes(base)
+    agent_git(root, "add", "-A")
+    agent_git(root, "commit", "-q", "-m", "base")
+    base_commit = agent_git(root, "rev-parse", "HEAD").decode().strip()
+    lines = split_lines(base)
+    at = LARGE_LINES // 2
+    old, new = lines[at - 1], lines[at - 1].replace(b"value", b"VALUE")
+    changed = b"".join(lines[: at - 1]) + new + b"".join(lines[at:])
+    digest = {False: hashlib.sha256(base).hexdigest(), True: hashlib.sha256(changed).hexdigest()}
+    model, responses, entries, edits = [], [], [], []
+    for n in range(calls):
+        forth = n % 2 == 0
+        expected, replacement = (old, new) if forth else (new, old)
+        cid = f"c{n}"
+        args = {
+            "path": "big.py",
+            "start_line": at,
+            "end_line": at,
+            "expected": expected.decode(),
+            "replacement": replacement.decode(),
+        }
+        model.append({"function_call": {"id": cid, "name": "replace_lines", "args": args}})
+        responses.append(
+            {"function_response": {"id": cid, "name": "replace_lines", "response": {"ok": True}}}
+        )
+        effect = {
+            "path": "big.py",
+            "sha256_before": digest[not forth],
+            "sha256_after": digest[forth],
+        }
+        entries.append({"kind": "tool_call", "call_id": cid, "effects": [effect]})
+        edits.append((at, replacement))
+    (root / "big.py").write_bytes(changed if calls % 2 else base)
+    agent_git(root, "add", "-A")
+    agent_git(root, "commit", "-q", "--allow-empty", "-m", "head")
+    head = agent_git(root, "rev-parse", "HEAD").decode().strip()
+    blob = agent_git(root, "rev-parse", "HEAD:big.py").decode().strip()
+    state = HeadState(
+        "commit", base_commit, head, changed=("big.py",), changed_blobs={"big.py": blob}
+    )
+    contents = [{"role": "model", "parts": model}, {"role": "user", "parts": responses}]
+    trajectory = load_trajectory(contents).calls
+    profile = load_profile(profiles_dir(), "default")
+    git = Git(root)
+    base_blob = agent_git(root, "rev-parse", f"{base_commit}:big.py").decode().strip()
+
+    def subject() -> None:
+        result = replay_session(root, state, profile, trajectory, entries)
+        assert result.status.value == "pass", result.findings[:1]
+
+    def baseline() -> None:
+        ((_, raw),) = git.read_objects([(base_blob, "blob")])
+        kept = split_lines(raw)
+        for line, replacement in edits:
+            kept[line - 1 : line] = [replacement]
+        hashlib.sha256(b"".join(kept)).hexdigest()
+
+    times = measure({"subject": subject, "baseline": baseline}, repeat)
+    return Row(
+        "replay",
+        f"replay check: {calls:,} one-line replaces on one {len(base) / 1e6:.0f} MB file "
+        f"({times['subject'] / calls * 1e6:.0f} us a call)",
+        times["subject"],
+        "read the blob, split, apply the edits to the lines, join and hash once",
+        times["baseline"],
+        f"<= {TARGET:g}x + {PER_CALL_S * 1e6:.0f} us a call",
+        times["baseline"] * TARGET + calls * PER_CALL_S,
+    )

@@ -9,7 +9,8 @@ The repository is the agent's work, so git is run as on untrusted data:
 
 * an argument list, ``cwd=`` the repository, its own process group, and a
   watchdog that kills the whole group when `timeout_s` runs out (a hung git,
-  or a program it started, cannot hold the verifier);
+  or a program it started, cannot hold the verifier), cut to the deadline of
+  the check that made the `Git` (`verifier._internal.deadline`);
 * no inherited ``GIT_*`` variable (``GIT_DIR`` or ``GIT_INDEX_FILE`` would point
   it elsewhere), ``GIT_OPTIONAL_LOCKS=0`` (no index refresh, nothing written),
   ``GIT_NO_REPLACE_OBJECTS=1`` (``refs/replace`` would swap the commit we
@@ -23,6 +24,15 @@ The repository is the agent's work, so git is run as on untrusted data:
 Blobs are read by one ``git cat-file --batch`` fed every object id at once (from
 a temp file, so neither side waits on the other), each record streamed in
 chunks: memory stays bounded whatever the blob sizes.
+
+Every object read through `CatFile` is checked against its id while it
+streams: git's id is the hash of ``"<kind> <size>\0"`` and the bytes (SHA-1,
+or SHA-256 in a repository of ``extensions.objectFormat=sha256``: told by the
+id's length), and git itself does not check it when it serves an object. A
+loose object rewritten in place, or an alternate object store holding other
+bytes under an id, raises `ObjectCorrupt` when the record ends, before any
+caller takes the bytes as the object's (a digest is handed to a cache only
+after it).
 """
 
 from __future__ import annotations
@@ -43,7 +53,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Protocol
 
-from verifier.errors import InfrastructureError
+from verifier._internal.deadline import check_deadline
+from verifier.errors import InfrastructureError, ObjectCorrupt
 
 #: The one timeout of a git command, in seconds, unless a caller passes its own.
 GIT_TIMEOUT_S = 120.0
@@ -66,6 +77,16 @@ _ID_LENGTHS = frozenset((40, 64))
 _SHA256_LENGTH = frozenset((64,))
 _HEX_LINES = b"0123456789abcdef\n"
 _Stream = int | IO[bytes]
+
+
+def object_hasher(oid: str, kind: str, size: int) -> hashlib._Hash:
+    """A hash of git's object header for `kind` and `size`, in the object format of `oid`.
+
+    Fed the object's bytes, its hex digest is `oid` when git served the object
+    that `oid` names.
+    """
+    algorithm = hashlib.sha256 if len(oid) == 64 else hashlib.sha1
+    return algorithm(b"%s %d\0" % (kind.encode("ascii"), size))
 
 
 def git_environment() -> dict[str, str]:
@@ -232,9 +253,19 @@ class Git:
         error: type[InfrastructureError] = InfrastructureError,
     ) -> None:
         self.cwd = cwd
-        self.timeout_s = timeout_s
+        self._timeout_s = timeout_s
+        # The check's deadline when one runs (`verifier._internal.deadline`): every command
+        # of this object, in whichever thread, stops by then.
+        self.deadline = check_deadline()
         self.error = error
         self.env = git_environment()
+
+    @property
+    def timeout_s(self) -> float:
+        """Seconds a command started now may take: the timeout, cut to the deadline."""
+        if self.deadline is None:
+            return self._timeout_s
+        return max(0.0, min(self._timeout_s, self.deadline - time.monotonic()))
 
     def _spawn(
         self, args: Sequence[str], stdin: _Stream, stdout: _Stream, stderr: _Stream
@@ -253,7 +284,9 @@ class Git:
             raise self.error(f"cannot run git in {str(self.cwd)!r}: {exc}") from None
 
     def _timed_out(self, what: str) -> InfrastructureError:
-        return self.error(f"git {what} timed out after {self.timeout_s:g}s in {str(self.cwd)!r}")
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            return self.error(f"git {what} stopped at the check's deadline in {str(self.cwd)!r}")
+        return self.error(f"git {what} timed out after {self._timeout_s:g}s in {str(self.cwd)!r}")
 
     def call(self, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
         """Run ``git args``; its exit code is the caller's to judge."""
@@ -432,7 +465,7 @@ class CatFile:
         assert self._proc.stdout is not None
         self._out: IO[bytes] = self._proc.stdout
         self._watchdog = _Watchdog(self._proc, git.timeout_s)
-        self._pending: tuple[str, int] | None = None
+        self._pending: tuple[str, int, str] | None = None  # (id, size, kind) of a header read
 
     def __enter__(self) -> CatFile:
         return self
@@ -488,27 +521,40 @@ class CatFile:
             raise self._broken(f"expected {kind} {oid}, got {shown!r}")
         self.last_id = fields[0].decode("ascii")
         size = int(fields[2])
-        self._pending = (oid, size)
+        self._pending = (self.last_id, size, kind)
         return size
 
     def stream(self, oid: str, sink: Callable[[bytes], object]) -> int:
-        """Hand the blob `oid`'s bytes to `sink` in chunks; its size."""
-        size = self.header(oid) if self._pending is None else self._pending[1]
+        """Hand the object `oid`'s bytes to `sink` in chunks; its size.
+
+        The bytes are hashed as they pass (`object_hasher`): when they do not
+        hash to the object's id, `ObjectCorrupt` is raised once the record
+        ends, after `sink` has seen them; whatever `sink` made of them is void.
+        """
+        if self._pending is None:
+            self.header(oid)
+        assert self._pending is not None
+        named, size, kind = self._pending
         self._pending = None
+        digest = object_hasher(named, kind, size)
+        update = digest.update
         left = size
         read = self._out.read
         while left:
             chunk = read(min(left, CHUNK))
             if not chunk:
                 raise self._broken(f"object {oid} is cut short")
+            update(chunk)
             sink(chunk)
             left -= len(chunk)
         if read(1) != b"\n":  # the newline that ends every record
             raise self._broken(f"object {oid} is not followed by a newline")
+        if digest.hexdigest() != named:
+            raise ObjectCorrupt(named, kind, digest.hexdigest())
         return size
 
     def read(self, oid: str) -> bytes:
-        """The blob `oid`'s bytes, whole: for small objects (link targets)."""
+        """The object `oid`'s bytes, whole, checked (`stream`): for small objects (link targets)."""
         parts: list[bytes] = []
         self.stream(oid, parts.append)
         return b"".join(parts)

@@ -45,7 +45,7 @@ from verifier._internal.paths import (
     is_dotgit,
     worktree_state,
 )
-from verifier.errors import InfrastructureError
+from verifier.errors import InfrastructureError, ObjectCorrupt
 
 MODE_LINK = "120000"
 
@@ -490,18 +490,22 @@ class Repository:
         ((root, raw),) = reader.read_objects([(f"{head}^{{tree}}", "tree")])
         raws = {root: raw}
         parsed: dict[str, list[tuple[int, bytes, str]]] = {}
+        where = {root: ""}  # a folder each tree is found at first: what a corrupt one names
         level = [root]
         while level:
             wanted: dict[str, None] = {}
             for oid in level:
                 parsed[oid] = _tree_records(raws[oid], oid)
-                wanted.update(
-                    (sub, None)
-                    for mode, _, sub in parsed[oid]
-                    if mode == _S_IFDIR and sub not in raws
-                )
+                for mode, name, sub in parsed[oid]:
+                    if mode == _S_IFDIR and sub not in raws:
+                        wanted[sub] = None
+                        folder = where[oid] + "/" if where[oid] else ""
+                        where.setdefault(sub, folder + _decode(name))
             level = list(wanted)
-            raws.update(reader.read_objects([(oid, "tree") for oid in level]))
+            try:
+                raws.update(reader.read_objects([(oid, "tree") for oid in level]))
+            except ObjectCorrupt as exc:
+                raise exc.at(where.get(exc.oid, "")) from None
         entries: dict[str, TreeEntry] = {}
         folders: list[tuple[str, str]] = []
         stack: list[tuple[bytes, Iterator[tuple[int, bytes, str]]]] = [(b"", iter(parsed[root]))]
@@ -561,6 +565,25 @@ class Repository:
                 ObjectProblem("tree", oid, path, m) for m in tree_problems(raw, len(oid) // 2)
             ]
         return problems
+
+    def verify_trees(self, commit: str) -> None:
+        """Read `commit` and every tree `trees` listed of it, each checked against its id.
+
+        ``git ls-tree`` lists what git's trees say without checking that their
+        bytes are those their ids name; read through `CatFile`, each object is
+        (`ObjectCorrupt` when one is not): a base tree rewritten in place to
+        name a weaker test blob is caught here. The head's trees `trees` read
+        with `since` are checked already as they were read.
+        """
+        trees: dict[str, str] = {}
+        for path, oid in self.folders.get(commit, []):
+            if is_object_id(oid):
+                trees.setdefault(oid, path)
+        requests = [(commit, "commit"), (f"{commit}^{{tree}}", "tree")]
+        try:
+            self._git.read_objects(requests + [(oid, "tree") for oid in trees])
+        except ObjectCorrupt as exc:
+            raise exc.at(trees.get(exc.oid, "")) from None
 
     def blob_sha256s(
         self, *runs: Sequence[str], cache: BlobDigestCache | None = None

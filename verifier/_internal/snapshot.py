@@ -18,8 +18,11 @@ and recorded in `SnapshotInfo.skipped`. A path that `verifier._internal.paths.un
 refuses (``..``, a ``.git`` segment...) is left out too. No path outside the
 repository root is ever opened, and the size and file-count caps are checked
 before each file is written: a tree of 200,000 empty files is refused at the
-cap, not copied whole first. Git runs through `verifier._internal.git` (argument list, `cwd=` the
-repository, a timeout that kills, no inherited `GIT_*`, no index refresh).
+cap, not copied whole first. Every blob is checked against its id as it is
+copied (`verifier._internal.git.CatFile.stream`): a mismatch raises
+`ObjectCorrupt`, naming the path. Git runs through `verifier._internal.git`
+(argument list, `cwd=` the repository, a timeout that kills, no inherited
+`GIT_*`, no index refresh).
 `temp_parent` picks a folder in memory for the copy when there is room.
 """
 
@@ -42,7 +45,7 @@ from verifier._internal.git import (
     remember_digests,
 )
 from verifier._internal.paths import unsafe_reason, worktree_state
-from verifier.errors import InfrastructureError
+from verifier.errors import InfrastructureError, ObjectCorrupt
 
 __all__ = ["SkippedPath", "SnapshotError", "SnapshotInfo", "materialize", "temp_parent"]
 
@@ -175,21 +178,25 @@ def _copy_commit(repo: Git, commit: str, writer: _Writer, cache: BlobDigestCache
             files.append((oid, 0o755 if mode == "100755" else 0o644, rel))
     known = cached_digests(cache, {oid for oid, _, _ in files})
     # One batch for every blob, links first: no round trip per blob.
-    with repo.cat_file([oid for oid, _ in links] + [oid for oid, _, _ in files]) as batch:
-        for oid, rel in links:
-            if batch.header(oid) > _MAX_LINK_TARGET:
-                batch.stream(oid, _discard)
-                writer.skip(rel, "link target longer than any path")
-            else:
-                writer.add_symlink(rel, os.fsdecode(batch.read(oid)))
-        learned: dict[str, str] = {}
-        for oid, file_mode, rel in files:
-            size = batch.header(oid)
-            digest = writer.write_file(
-                rel, file_mode, size, partial(batch.stream, oid), known.get(oid), drain=True
-            )
-            if digest is not None and oid not in known:
-                learned[oid] = digest
+    learned: dict[str, str] = {}
+    rel = ""
+    try:
+        with repo.cat_file([oid for oid, _ in links] + [oid for oid, _, _ in files]) as batch:
+            for oid, rel in links:
+                if batch.header(oid) > _MAX_LINK_TARGET:
+                    batch.stream(oid, _discard)
+                    writer.skip(rel, "link target longer than any path")
+                else:
+                    writer.add_symlink(rel, os.fsdecode(batch.read(oid)))
+            for oid, file_mode, rel in files:
+                size = batch.header(oid)
+                digest = writer.write_file(
+                    rel, file_mode, size, partial(batch.stream, oid), known.get(oid), drain=True
+                )
+                if digest is not None and oid not in known:
+                    learned[oid] = digest
+    except ObjectCorrupt as exc:  # the copy is void: the caller removes it
+        raise exc.at(rel) from None
     remember_digests(cache, learned)
     _check_commit_copy(commit, listed, files, writer.digests, {**known, **learned})
 

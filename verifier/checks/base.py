@@ -21,10 +21,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from audit.findings import Finding
 from verifier._internal.cancel import CancelToken
 from verifier._internal.git import BlobDigestCache
 from verifier.config import Config, RepositoryConfig
-from verifier.findings import CheckResult
+from verifier.errors import ObjectCorrupt
+from verifier.findings import CheckResult, CheckStatus
 
 if TYPE_CHECKING:
     from verifier.contract.report import Report
@@ -37,6 +39,7 @@ __all__ = [
     "Progress",
     "TestResultCache",
     "WitnessedPrefix",
+    "object_corrupt",
 ]
 
 T = TypeVar("T")
@@ -145,3 +148,20 @@ class Check(Protocol):
     launches: bool
 
     def run(self, context: Context) -> CheckResult: ...
+
+
+def object_corrupt(name: str, exc: ObjectCorrupt, **details: Any) -> CheckResult:
+    """Check `name` failed: git served an object whose bytes are not the ones its id names.
+
+    A broken promise, not an infrastructure failure: the repository claims, by
+    its trees, content it does not hold (a loose object rewritten to weaken an
+    unchanged test, say). Whichever check reads the object first reports it.
+    """
+    finding = Finding(
+        "change.object_corrupt",
+        str(exc),
+        path=exc.path or None,
+        expected=f"{exc.kind} {exc.oid}",
+        found=f"bytes hashing to {exc.found}",
+    )
+    return CheckResult(name, CheckStatus.FAIL, (finding,), details)

@@ -45,10 +45,10 @@ from verifier._internal.paths import (
     unsafe_reason,
 )
 from verifier._internal.repository import History, Repository, TreeEntry, changed_between
-from verifier.checks.base import Context, HeadState
+from verifier.checks.base import Context, HeadState, object_corrupt
 from verifier.config import RepositoryConfig
 from verifier.contract.report import ClaimedChange
-from verifier.errors import InfrastructureError
+from verifier.errors import InfrastructureError, ObjectCorrupt
 from verifier.findings import CheckResult
 
 __all__ = ["NAME", "BlobDigestCache", "MemoryDigestCache", "check"]
@@ -168,6 +168,8 @@ def check(
     with repo:
         try:
             return _check(repo, base_commit, head_commit, claims, repo_config, cache)
+        except ObjectCorrupt as exc:  # the store serves other bytes under an id: a failure
+            return object_corrupt(NAME, exc)
         except InfrastructureError as exc:  # git failed or timed out half-way
             return CheckResult.error(NAME, "change.git_failed", str(exc))
 
@@ -323,13 +325,18 @@ def _compare(
 
     with ThreadPoolExecutor(1, thread_name_prefix="objects") as pool:
         # The objects are read by their own git while the claims are hashed: the waits overlap.
-        objects = None if head is None else pool.submit(_object_findings, repo, head)
+        objects = pool.submit(_object_findings, repo, base, head)
 
         # 4. Hash each claim at base and head; every claimed blob is read in one batch.
         paths = [claim.path for claim in safe]
-        digests = repo.blob_sha256s(
-            list(_file_blobs(base_tree, paths)), list(_file_blobs(head_tree, paths)), cache=cache
-        )
+        try:
+            digests = repo.blob_sha256s(
+                list(_file_blobs(base_tree, paths)),
+                list(_file_blobs(head_tree, paths)),
+                cache=cache,
+            )
+        except ObjectCorrupt as exc:
+            raise exc.at(_path_of(exc.oid, paths, base_tree, head_tree)) from None
         base_side = Side("base commit", base_tree, repo, digests)
         if head_tree is None:
             head_side = Side("working tree", None, repo, visible=visible)
@@ -337,8 +344,7 @@ def _compare(
             head_side = Side("head commit", head_tree, repo, digests)
         for claim in safe:
             findings.extend(_hash_findings(claim, base_side, head_side))
-        if objects is not None:
-            findings.extend(objects.result())
+        findings.extend(objects.result())
 
     # 5. Every change must be claimed.
     for path in sorted(changed - seen):
@@ -379,13 +385,29 @@ def _compare(
     return replace(result, facts=(state,))
 
 
-def _object_findings(repo: Repository, head: str) -> list[Finding]:
+def _path_of(oid: str, paths: Sequence[str], *trees: Mapping[str, TreeEntry] | None) -> str:
+    """The first of `paths` that names the blob `oid` in one of `trees` ("" if none)."""
+    for tree in trees:
+        for path in paths:
+            entry = (tree or {}).get(path)
+            if entry is not None and entry.sha == oid:
+                return path
+    return ""
+
+
+def _object_findings(repo: Repository, base: str, head: str | None) -> list[Finding]:
     """A finding for each tree or commit git's ``fsck --strict`` would flag (commit mode).
 
     A tree listing ``calc.py`` twice is read one way here (the last entry) and
     another way by a checkout (the first): what we hash must be what is tested.
-    Worktree mode tests the files on disk, which no tree describes.
+    Worktree mode tests the files on disk, which no tree describes. First, the
+    base's commit and trees are read and checked against their ids
+    (`Repository.verify_trees`; `ObjectCorrupt` when one is not what its id
+    names): the tests take the base's test files from them.
     """
+    repo.verify_trees(base)
+    if head is None:
+        return []
     findings: list[Finding] = []
     for problem in repo.object_problems(head):
         if problem.kind == "tree":

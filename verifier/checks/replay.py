@@ -19,6 +19,18 @@ effects and repository. Only the model's requests tell the truth. Steps:
    expected text and range, and after each call compare with the effect the
    audit trail recorded for it; at the end, with the file at the head.
 
+The work is bounded (`Budget`): the bytes joined, split, scanned and hashed,
+a deadline, and the size of a file being replayed; running out of any is
+``replay.budget_exceeded`` (inconclusive), naming the budget. A file is kept
+as a list of lines that a bounded replace edits in place. It is hashed after
+every recorded step while that costs little (steps x size up to
+`Budget.exact_bytes`); beyond, only where a step needs a hash no recorded
+effect gives: each effect's ``sha256_before`` is held to the hash the file is
+known to have (computed, or the previous effect's ``sha256_after``), and the
+last one, with the head, to the replayed bytes at the end, so the cost
+follows the edits' size, not calls x file size. A disagreement replays the
+file again, hashing after every step, to name the first call that diverges.
+
 Lines are counted on bytes: a line ends with LF (a CRLF line with its LF); a
 lone CR ends none. The model's text is UTF-8; where a ``text`` or ``eol``
 attribute makes git store CRLF as LF, the model's text is converted the same
@@ -29,6 +41,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -36,6 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from audit.findings import Finding
+from verifier._internal.deadline import check_deadline
 from verifier._internal.git import Git
 from verifier._internal.paths import EOL_AUTO, EOL_TEXT, UnsafeFile, hash_in_root, unsafe_reason
 from verifier._internal.repository import Repository
@@ -48,6 +62,10 @@ if TYPE_CHECKING:
     from verifier.contract.trajectory import ToolCall
 
 NAME = "replay"
+#: Bytes replay may join, split, scan and hash in one check, and the largest file it replays.
+MAX_WORK_BYTES = 8 * 1024**3
+MAX_FILE_BYTES = 64 * 1024**2
+EXACT_BYTES = 256 * 1024**2
 FAILING = {
     "replay.expected_mismatch",
     "replay.mismatch",
@@ -58,6 +76,50 @@ FAILING = {
 
 def _sha(data: bytes | None) -> str | None:
     return None if data is None else hashlib.sha256(data).hexdigest()
+
+
+class BudgetExceeded(Exception):
+    """Replay ran out of `budget` ("work", "deadline", "file size"); caught by `replay`."""
+
+    def __init__(self, budget: str, detail: str) -> None:
+        super().__init__(detail)
+        self.budget, self.detail = budget, detail
+
+
+@dataclass
+class Budget:
+    """What one replay may spend: bytes of work, a deadline, the size of one file.
+
+    `spend` is called before each piece of whole-file work (a join, a split, a
+    scan, a hash) with its size, and checks the clock: the check stops between
+    two pieces, never in the middle of the report's worth.
+    """
+
+    work_bytes: int = MAX_WORK_BYTES
+    max_file_bytes: int = MAX_FILE_BYTES
+    deadline: float | None = None  # `time.monotonic`; None: none but the check's
+    # Up to this much (steps x file size), a file is hashed after every step (`replay_file`).
+    exact_bytes: int = EXACT_BYTES
+    spent: int = 0
+
+    def spend(self, size: int) -> None:
+        self.spent += size
+        if self.spent > self.work_bytes:
+            raise BudgetExceeded(
+                "work",
+                f"more than {self.work_bytes} bytes joined, scanned and hashed "
+                "(replay_max_work_bytes)",
+            )
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise BudgetExceeded("deadline", "the check's deadline passed (check_deadline)")
+
+    def hold(self, size: int) -> None:
+        """Refuse a file that grows past `max_file_bytes`."""
+        if size > self.max_file_bytes:
+            raise BudgetExceeded(
+                "file size",
+                f"a file of {size} bytes, over {self.max_file_bytes} (replay_max_file_bytes)",
+            )
 
 
 @dataclass(frozen=True)
@@ -109,9 +171,20 @@ class ReplayCheck:
             profile = Profile(name or "default")
             notes = (f"{exc}: every call is unknown",)
         calls, entries = report.trajectory.calls, report.doc.audit.entries
+        budget = Budget(
+            context.config.replay_max_work_bytes,
+            context.config.replay_max_file_bytes,
+            check_deadline(),
+        )
         try:
             result = replay_session(
-                context.repo_path, state, profile, calls, entries, report.trajectory.location
+                context.repo_path,
+                state,
+                profile,
+                calls,
+                entries,
+                report.trajectory.location,
+                budget=budget,
             )
         except InfrastructureError as exc:
             return CheckResult.error(NAME, "replay.git_failed", str(exc))
@@ -132,17 +205,20 @@ def replay_session(
     calls: Sequence[ToolCall],
     entries: Sequence[Mapping[str, Any]],
     location: Callable[[int, int], str] = _contents_location,
+    *,
+    budget: Budget | None = None,
 ) -> CheckResult:
     """Steps 1 to 3 on the repository at `path`: the base's listing read while we plan.
 
-    `location` names a call's place in the report (`Trajectory.location`).
+    `location` names a call's place in the report (`Trajectory.location`);
+    `budget` bounds the work (`Budget`'s defaults when None).
     """
     git = Git(path)
     with ThreadPoolExecutor(1, thread_name_prefix="ls-tree") as pool:
         listing = pool.submit(git.run, "ls-tree", "-r", "-z", "--full-tree", state.base_commit)
         plan = plan_replay(profile, calls, entries, location)
         files = _read_files(path, state, sorted(plan.steps), listing.result())
-    return replay(plan, files, profile.name)
+    return replay(plan, files, profile.name, budget)
 
 
 def succeeded(profile: Profile, call: ToolCall) -> bool:
@@ -330,8 +406,14 @@ def _read_files(path: Path, state: HeadState, paths: list[str], listing: bytes) 
     return Files(base, head_sha256=hashes, convert=convert, head_label="working tree")
 
 
-def replay(plan: Plan, files: Files, profile: str) -> CheckResult:
-    """Step 3 on every replayable file; the result of the check."""
+def replay(plan: Plan, files: Files, profile: str, budget: Budget | None = None) -> CheckResult:
+    """Step 3 on every replayable file; the result of the check.
+
+    Out of `budget`, the check stops: ``replay.budget_exceeded`` names the
+    budget and the file, and the session is inconclusive unless a file
+    replayed before failed.
+    """
+    budget = budget or Budget()
     findings: list[Finding] = []
     steps = 0
     for path, file_steps in list(plan.steps.items()):
@@ -349,7 +431,19 @@ def replay(plan: Plan, files: Files, profile: str) -> CheckResult:
             del plan.steps[path]
             continue
         steps += len(file_steps)
-        finding = replay_file(path, file_steps, files)
+        try:
+            finding = replay_file(path, file_steps, files, budget)
+        except BudgetExceeded as exc:
+            findings.append(
+                Finding(
+                    "replay.budget_exceeded",
+                    f"{path}: replay stopped, out of its {exc.budget} budget: {exc.detail}; "
+                    "the model's requests could not all be replayed",
+                    path=path,
+                    found=exc.budget,
+                )
+            )
+            break
         if finding is not None:
             findings.append(finding)
     findings.extend(plan.unknown)
@@ -358,6 +452,7 @@ def replay(plan: Plan, files: Files, profile: str) -> CheckResult:
         "replayed": len(plan.steps),
         "steps": steps,
         "not_replayable": dict(sorted(plan.not_replayable.items())),
+        "work_bytes": budget.spent,  # joined, split, scanned and hashed (`Budget`)
     }
     if any(f.code in FAILING for f in findings):
         status = CheckStatus.FAIL
@@ -367,12 +462,19 @@ def replay(plan: Plan, files: Files, profile: str) -> CheckResult:
 
 
 class _State:
-    """A file being replayed: its lines and its bytes, each made from the other when asked."""
+    """A file being replayed: its lines or its bytes, each made from the other when asked.
 
-    def __init__(self, data: bytes | None) -> None:
+    Whole-file work (a join, a split, a hash) is paid from `budget`; a bounded
+    replace edits the lines in place. `size` is kept as the file changes.
+    """
+
+    def __init__(self, data: bytes | None, budget: Budget) -> None:
+        self.budget = budget
         self._data: bytes | None = data
         self._lines: list[bytes] | None = None
         self._sha: str | None = ""  # "": not computed yet
+        self.size = 0 if data is None else len(data)
+        budget.hold(self.size)
 
     @property
     def exists(self) -> bool:
@@ -381,38 +483,164 @@ class _State:
     @property
     def data(self) -> bytes | None:
         if self._data is None and self._lines is not None:
+            self.budget.spend(self.size)
             self._data = b"".join(self._lines)
         return self._data
 
     @property
     def lines(self) -> list[bytes]:
         if self._lines is None:
+            self.budget.spend(self.size)
             self._lines = split_lines(self._data or b"")
         return self._lines
 
     @property
     def sha(self) -> str | None:
         if self._sha == "":
-            self._sha = _sha(self.data)
+            data = self.data
+            self.budget.spend(self.size)
+            self._sha = _sha(data)
         return self._sha
 
     def set(self, data: bytes | None) -> None:
         self._data, self._lines, self._sha = data, None, ""
+        self.size = 0 if data is None else len(data)
+        self.budget.hold(self.size)
 
-    def set_lines(self, lines: list[bytes]) -> None:
-        self._data, self._lines, self._sha = None, lines, ""
+    def edited(self, size: int) -> None:
+        """The lines were edited in place; the file now holds `size` bytes."""
+        self._data, self._sha, self.size = None, "", size
+        self.budget.hold(size)
 
 
-def replay_file(path: str, steps: Sequence[Step], files: Files) -> Finding | None:
-    """Replay one file's steps; the first divergence, or None when all agrees."""
+_UNKNOWN = "?"  # the file's hash is not known at this point
+
+
+def replay_file(
+    path: str, steps: Sequence[Step], files: Files, budget: Budget | None = None
+) -> Finding | None:
+    """Replay one file's steps; the first divergence, or None when all agrees.
+
+    The exact pass (`_exact`) hashes the file after every recorded step: when
+    that costs at most `Budget.exact_bytes` (steps x the file's size), it is
+    the pass. Beyond, the quick pass (`_quick`) hashes only where it must and
+    holds the effects to one another; when it finds a divergence, the exact
+    pass names the first one, if the budget lets it, else the quick pass's
+    finding stands.
+    """
+    budget = budget or Budget()
+    size = len(files.base.get(path) or b"")
+    if len(steps) * max(size, 1) <= budget.exact_bytes:
+        return _exact(path, steps, files, budget)
+    found = _quick(path, steps, files, budget)
+    if found is None:
+        return None
+    try:
+        return _exact(path, steps, files, budget) or found
+    except BudgetExceeded:
+        return found
+
+
+def _quick(path: str, steps: Sequence[Step], files: Files, budget: Budget) -> Finding | None:
+    """Replay with as few hashes as the effects allow; the first divergence seen, or None.
+
+    `known` is the hash the file is taken to have: computed, or the last
+    recorded ``sha256_after`` since the file last changed. Each effect's
+    ``sha256_before`` must be it; a step that leaves the bytes as they were
+    must record them unchanged; at the end the bytes must hash to the last
+    effect's ``sha256_after`` and be the head's. An intermediate
+    ``sha256_after`` that the next effect starts from is not hashed itself:
+    what is held to the head is the end of the chain.
+    """
     convert = files.convert.get(path, False)
-    state = _State(files.base.get(path))
+    state = _State(files.base.get(path), budget)
+    known: str | None = _UNKNOWN
+
+    def mismatch(message: str, expected: str | None, found: Any) -> Finding:
+        return Finding(
+            "replay.mismatch",
+            f"{path}: {message}",
+            path=path,
+            expected=expected or "absent",
+            found=str(found or "absent"),
+        )
+
+    for step in steps:
+        where = _where(step.action)
+        if step.recorded and step.effect is not None and known == _UNKNOWN:
+            known = state.sha
+        before = known
+        changed = False
+        if step.applies:
+            finding, changed = _apply(step.action, state, path, where, convert)
+            if finding is not None:
+                return finding
+        if not step.recorded:
+            known = _UNKNOWN if changed else known
+            continue
+        if step.effect is None:
+            if changed:
+                return Finding(
+                    "replay.skipped",
+                    f"{path}: {where} was answered as successful, but its audit entry records "
+                    "no effect on the file, and the request changes it",
+                    path=path,
+                    expected=state.sha or "absent",
+                    found="the bytes before the call",
+                )
+            continue
+        recorded = step.effect.get("sha256_after")
+        if step.effect.get("sha256_before") != before:
+            return mismatch(
+                f"before {where} the recorded effect starts from other bytes than the requests "
+                "replayed from the base commit, and the effects before it, give",
+                before,
+                step.effect.get("sha256_before"),
+            )
+        if not changed and recorded != before:
+            return mismatch(
+                f"after {where} the recorded effect differs from the model's requests replayed "
+                "from the base commit, which leave the file as it was",
+                before,
+                recorded,
+            )
+        if changed and (recorded is None) != (not state.exists):
+            return mismatch(
+                f"after {where} the recorded effect differs from the model's requests replayed "
+                "from the base commit",
+                state.sha,
+                recorded,
+            )
+        known = recorded if isinstance(recorded, str) or recorded is None else _UNKNOWN
+    data = state.data
+    if known != _UNKNOWN and state.sha != known:
+        return mismatch(
+            "the last recorded effect differs from the model's requests replayed from the base "
+            "commit",
+            state.sha,
+            known,
+        )
+    budget.spend(state.size)  # the head's blob id (or SHA-256) of the bytes
+    if not files.at_head(path, data):
+        return mismatch(
+            f"the {files.head_label} differs from the model's requests replayed from the base "
+            "commit",
+            state.sha,
+            files.head_digest(path),
+        )
+    return None
+
+
+def _exact(path: str, steps: Sequence[Step], files: Files, budget: Budget) -> Finding | None:
+    """Replay hashing before and after every recorded step; the first divergence, or None."""
+    convert = files.convert.get(path, False)
+    state = _State(files.base.get(path), budget)
     last: Action | None = None
     for step in steps:
         before = state.sha
         where = _where(step.action)
         if step.applies:
-            finding = _apply(step.action, state, path, where, convert)
+            finding, _ = _apply(step.action, state, path, where, convert)
             if finding is not None:
                 return finding
             last = step.action
@@ -519,47 +747,75 @@ def split_lines(data: bytes) -> list[bytes]:
     return lines
 
 
-def _apply(action: Action, state: _State, path: str, where: str, convert: bool) -> Finding | None:
-    """Apply `action` to `state`, or a finding when its request cannot apply to these bytes."""
+def _apply(
+    action: Action, state: _State, path: str, where: str, convert: bool
+) -> tuple[Finding | None, bool]:
+    """Apply `action` to `state`: a finding when its request cannot apply to these bytes,
+    and whether the bytes changed."""
     params = action.params
     if action.kind is ActionKind.DELETE:
+        existed = state.exists
         state.set(None)
-        return None
+        return None, existed
     if action.kind is ActionKind.WRITE:
-        state.set(_text(params["content"], convert))
-        return None
+        content = _text(params["content"], convert)
+        same = state.exists and state.size == len(content) and state.data == content
+        state.set(content)
+        return None, not same
     if not state.exists:
-        return _mismatch_expected(path, where, "the file does not exist", "", "absent")
+        return _mismatch_expected(path, where, "the file does not exist", "", "absent"), False
     if action.bounded:
-        start, end = params["start_line"], params["end_line"]
-        expected = _text(params["expected"], convert)
-        lines = state.lines
-        if start - 1 > len(lines) or end > len(lines):
-            problem = f"lines {start}..{end} are not in the file (it has {len(lines)} lines)"
-            return _mismatch_expected(path, where, problem, expected, "")
-        there = b"".join(lines[start - 1 : end])
-        if there != expected:
-            problem = f"the expected text is not at lines {start}..{end}"
-            return _mismatch_expected(path, where, problem, expected, there)
-        replacement = _text(params["replacement"], convert)
-        joins_next = replacement and not replacement.endswith(b"\n") and end < len(lines)
-        joins_previous = start > len(lines) and lines and not lines[-1].endswith(b"\n")
-        if joins_next or joins_previous:
-            # It joins a neighbour line: the lines are made again from the bytes.
-            data = b"".join(lines[: start - 1]) + replacement + b"".join(lines[end:])
-            state.set(data)
-        else:
-            lines[start - 1 : end] = split_lines(replacement)
-            state.set_lines(lines)
-        return None
+        return _replace_lines(params, state, path, where, convert)
     old, new = _text(params["old_text"], convert), _text(params["new_text"], convert)
     data = state.data or b""
+    state.budget.spend(len(data))
     count = data.count(old) if old else 0
     if count != 1:
         problem = f"the old text occurs {count} times, not once"
-        return _mismatch_expected(path, where, problem, old, f"{count} occurrences")
+        return _mismatch_expected(path, where, problem, old, f"{count} occurrences"), False
+    if old == new:
+        return None, False
+    state.budget.spend(len(data))
     state.set(data.replace(old, new, 1))
-    return None
+    return None, True
+
+
+def _replace_lines(
+    params: Mapping[str, Any], state: _State, path: str, where: str, convert: bool
+) -> tuple[Finding | None, bool]:
+    """A bounded replace, on the lines in place: its cost is the edit's, not the file's.
+
+    A replacement that joins a neighbour line (no LF at its end, a line after
+    it; or a file whose last line has none, appended to) is split again with
+    that one line: the lines are what splitting the whole new file would give.
+    """
+    start, end = params["start_line"], params["end_line"]
+    expected = _text(params["expected"], convert)
+    lines = state.lines
+    if start - 1 > len(lines) or end > len(lines):
+        problem = f"lines {start}..{end} are not in the file (it has {len(lines)} lines)"
+        return _mismatch_expected(path, where, problem, expected, ""), False
+    there = b"".join(lines[start - 1 : end])
+    if there != expected:
+        problem = f"the expected text is not at lines {start}..{end}"
+        return _mismatch_expected(path, where, problem, expected, there), False
+    replacement = _text(params["replacement"], convert)
+    if replacement == there:
+        return None, False
+    size = state.size - len(there) + len(replacement)
+    joins_next = replacement and not replacement.endswith(b"\n") and end < len(lines)
+    joins_previous = start > len(lines) and lines and not lines[-1].endswith(b"\n")
+    # (The profile refuses a range that ends before it starts: end >= start - 1.)
+    if joins_next:
+        lines[start - 1 : end + 1] = split_lines(replacement + lines[end])
+        state.edited(size)
+    elif joins_previous:
+        lines[-1:] = split_lines(lines[-1] + replacement)
+        state.edited(size)
+    else:
+        lines[start - 1 : end] = split_lines(replacement)
+        state.edited(size)
+    return None, True
 
 
 def _mismatch_expected(
@@ -579,6 +835,7 @@ def _mismatch_expected(
 __all__ = [
     "CHECK",
     "NAME",
+    "Budget",
     "Files",
     "Plan",
     "plan_replay",

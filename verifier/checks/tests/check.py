@@ -70,14 +70,14 @@ from verifier._internal.cancel import CancelToken
 from verifier._internal.sandbox import runner
 from verifier._internal.sandbox.runner import RunnerNotFound, RunOutcome, SandboxUnavailable
 from verifier._internal.snapshot import SnapshotError, SnapshotInfo, materialize, temp_parent
-from verifier.checks.base import Context, HeadState, TestResultCache
+from verifier.checks.base import Context, HeadState, TestResultCache, object_corrupt
 from verifier.checks.tests import NAME, changed, judge, results, runners
 from verifier.checks.tests.cache import Hit, cache_key, cached, keep, reused, tree_digest
 from verifier.checks.tests.hidden import hidden_paths
 from verifier.checks.tests.results import Channel
 from verifier.checks.tests.testinfra import TestInfraError, use_base_test_infra
 from verifier.config import Config, RepositoryConfig
-from verifier.errors import InfrastructureError
+from verifier.errors import InfrastructureError, ObjectCorrupt
 from verifier.findings import CheckResult, CheckStatus
 
 __all__ = ["CHECK", "NAME", "TestsCheck", "check"]
@@ -188,6 +188,8 @@ def check(
             reading = _read(job, folder, launch, ran)
     except _Stop as stop:
         return judge.error(started, stop.code, stop.message, **stop.details)
+    except ObjectCorrupt as exc:  # the copy, or the base's tests, read other bytes than an id's
+        return judge.timed(object_corrupt(NAME, exc, mode=job.mode), started)
     # 8. The verdict.
     result = judge.verdict(
         ran.outcome,
