@@ -7,6 +7,7 @@ configurations as examples.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -116,9 +117,20 @@ def test_pytest_runs_through_our_entry_with_our_options_last_but_before_a_double
     rewritten = runners.with_pytest_entry(argv, tmp_path, junit, 7, os.defpath)
 
     entry = str(tmp_path / "runner" / "pytest_entry.py")
+    spec = str(tmp_path / "runner" / "spec.json")
     ours = [f"--junitxml={junit}", "-p", "no:cacheprovider"]
-    assert rewritten == ["/py", "-X", "dev", "-s", entry, "7", "-q", *ours, "--", "t.py"]
-    assert sorted(os.listdir(tmp_path / "runner")) == ["pytest_entry.py", "pytest_reporter.py"]
+    assert rewritten == ["/py", "-X", "dev", "-s", entry, "7", spec, "-q", *ours, "--", "t.py"]
+    assert sorted(os.listdir(tmp_path / "runner")) == [
+        "pytest_entry.py",
+        "pytest_reporter.py",
+        "spec.json",
+    ]
+    assert json.loads(Path(spec).read_text()) == {"plugins": None}
+    (tmp_path / "b").mkdir()
+    runners.with_pytest_entry(argv, tmp_path / "b", junit, 7, os.defpath, ("xdist",))
+    assert json.loads((tmp_path / "b" / "runner" / "spec.json").read_text()) == {
+        "plugins": ["xdist"]
+    }
 
 
 def test_a_script_of_the_repository_named_pytest_runs_as_it_is(tmp_path: Path) -> None:
@@ -193,7 +205,9 @@ def test_the_childs_environment_is_minimal_with_the_interpreters_folder_first(
         str(venv),
     )
     assert set(env) == {"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "PYTHONDONTWRITEBYTECODE",
-                        "PYTHONHASHSEED", "VIRTUAL_ENV"}  # fmt: skip
+                        "PYTHONHASHSEED", "VIRTUAL_ENV",
+                        "PYTEST_DISABLE_PLUGIN_AUTOLOAD"}  # fmt: skip
+    assert env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] == "1"
 
 
 # pytest, by default ---------------------------------------------------------------------
