@@ -282,17 +282,33 @@ def test_a_configuration_above_the_named_test_folder_is_the_bases(tmp_path: Path
     assert_not_delivered_by_the_failing_test(verdict(repo, report, [*PYTEST, "tests"]))
 
 
-def test_honest_base_settings_in_pyproject_are_used(tmp_path: Path) -> None:
-    """The base's ``[tool.pytest.ini_options]`` (a src layout through ``pythonpath``,
-    ``testpaths``), rewritten into our file, run as the base meant."""
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        (
+            "pyproject.toml",
+            '[project]\nname = "calc"\nversion = "0"\n\n'
+            '[tool.pytest.ini_options]\npythonpath = ["src"]\ntestpaths = ["tests"]\n'
+            'addopts = "-p pytester"\n',
+        ),
+        (
+            "pytest.toml",
+            '[pytest]\npythonpath = ["src"]\ntestpaths = ["tests"]\n'
+            'addopts = ["-p", "pytester"]\nxfail_strict = true\n',
+        ),
+        ("setup.cfg", "[tool:pytest]\npythonpath = src\ntestpaths =\n    tests\n"),
+    ],
+    ids=["pyproject-ini-options", "pytest.toml-native", "setup.cfg"],
+)
+def test_honest_base_settings_are_used(tmp_path: Path, name: str, text: str) -> None:
+    """The base's settings (a src layout through ``pythonpath``, ``testpaths``), in INI
+    or native TOML form, rewritten into our file, run as the base meant."""
     repo = GitRepo(tmp_path / "src-calc")
     repo.commit(
         {
             "src/calc.py": BROKEN,
             "tests/test_calc.py": TESTS,
-            "pyproject.toml": '[project]\nname = "calc"\nversion = "0"\n\n'
-            '[tool.pytest.ini_options]\npythonpath = ["src"]\ntestpaths = ["tests"]\n'
-            'addopts = "-p pytester"\n',
+            name: text,
             ".gitignore": ".pytest_cache/\n",
         },
         "base",

@@ -521,7 +521,9 @@ def test_exit_code_results_keep_their_note_when_the_run_fails(app: GitRepo) -> N
     assert result.status is CheckStatus.FAIL
     assert result.notes == (
         'tests not counted: results = "exit-code" judges the run by its exit code alone',
+        *runners.guarantee_notes("exit-code"),
     )
+    assert "not configured by the verifier" in result.notes[1]
 
 
 def test_exit_code_results_still_fail_on_a_nonzero_exit(app: GitRepo) -> None:

@@ -180,7 +180,9 @@ def check(
             key, hit = _lookup(job, cache, folder, snapshot, argv)
             if hit is not None:
                 say(f"tests not run: this tree was tested for session {hit[0]}")
-                kept = reused(hit, job.mode, snapshot, infra_notes)
+                kind = runners.results_kind(argv, job.command, job.repository)
+                notes = (*infra_notes, *runners.guarantee_notes(kind))
+                kept = reused(hit, job.mode, snapshot, notes)
                 return judge.timed(compiled.inconclusive(kept, native), started)
             # 5. The launch.
             launch = _launch(job, folder, argv, bin_dirs)
@@ -207,7 +209,8 @@ def check(
     if cache is not None and key is not None and not ran.outcome.stopped:
         keep(cache, key, session_id, result)
     result = compiled.inconclusive(result, native)
-    return judge.timed(replace(result, notes=result.notes + infra_notes), started)
+    notes = (*result.notes, *infra_notes, *runners.guarantee_notes(launch.kind))
+    return judge.timed(replace(result, notes=notes), started)
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from verifier.config import RepositoryConfig
 
 __all__ = [
     "child_env",
+    "guarantee_notes",
     "interpreter",
     "results_kind",
     "runs_pytest",
@@ -60,6 +61,24 @@ def results_kind(argv: Sequence[str], command: Sequence[str], repository: Reposi
     if runs_unittest(argv, command):
         return "unittest"
     return "uncounted"
+
+
+_WEAKER = {
+    "unittest": "unittest is configured by its command alone (it reads no configuration "
+    "file and loads no plugins) and no bytecode of the tree runs; unlike pytest's, its "
+    "working folder comes first on the path, as under -m unittest",
+    "other": "this runner is not configured by the verifier: it reads its own configuration "
+    "files as the head has them (list them in protected_paths); a pytest it starts loads "
+    "no plugin on its own (PYTEST_DISABLE_PLUGIN_AUTOLOAD=1)",
+}
+
+
+def guarantee_notes(kind: str) -> tuple[str, ...]:
+    """The note that says what a run of this kind guarantees less than pytest's: none for
+    pytest through our entry (docs/runners.md)."""
+    if kind == "pytest":
+        return ()
+    return (_WEAKER["unittest"] if kind == "unittest" else _WEAKER["other"],)
 
 
 def runs_pytest(argv: Sequence[str]) -> bool:

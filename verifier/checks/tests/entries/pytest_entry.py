@@ -352,9 +352,6 @@ def _open_the_tree(root: str) -> None:
 
 
 def main() -> None:
-    # Bytecode is read as usual outside the tree (`_source_only`), wherever the
-    # environment told children to keep theirs.
-    sys.pycache_prefix = None
     folder = os.path.dirname(os.path.abspath(__file__))
     if sys.path and os.path.abspath(sys.path[0] or ".") == folder:
         del sys.path[0]
