@@ -229,6 +229,16 @@ def test_a_plugin_the_base_asks_for_from_the_trusted_environment_is_loaded(tmp_p
     assert v.delivery_status is DeliveryStatus.DELIVERED, output(v)
 
 
+def test_xdist_workers_run_the_tests_with_our_configuration(tmp_path: Path) -> None:
+    """Honest: the base runs its suite on two xdist workers; each gets our settings file,
+    and every test is reported by the controller."""
+    repo = base_repo(tmp_path, ini="[pytest]\npythonpath = .\naddopts = -p xdist -n 2\n")
+    report = session(repo, {"calc.py": RIGHT})
+    v = verdict(repo, report)
+    assert v.delivery_status is DeliveryStatus.DELIVERED, output(v)
+    assert v.checks["tests"].details["counts"]["passed"] == 2
+
+
 def test_the_repositorys_pytest_plugins_load_what_the_base_does_not_name(tmp_path: Path) -> None:
     """``-n 0`` needs xdist: unloaded by default (a usage error), loaded when the policy
     names it."""

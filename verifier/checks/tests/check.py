@@ -386,7 +386,13 @@ def _launch(job: _Job, folder: _Folder, argv: list[str], bin_dirs: list[Path]) -
     events = os.pipe() if kind in ("pytest", "unittest") else None
     if kind == "pytest" and events is not None:
         argv = runners.with_pytest_entry(
-            argv, folder.root, folder.junit, events[1], env["PATH"], repository.pytest_plugins
+            argv,
+            folder.root,
+            folder.junit,
+            events[1],
+            env["PATH"],
+            repository.pytest_plugins,
+            untrusted=[job.repo_path.resolve()],
         )
     elif kind == "unittest" and events is not None:
         argv = runners.with_unittest_entry(argv, folder.root, events[1])

@@ -138,11 +138,14 @@ def with_pytest_entry(
     fd: int,
     search_path: str,
     plugins: Sequence[str] | None = None,
+    untrusted: Sequence[Path] = (),
 ) -> list[str]:
     """The same interpreter, its options and pytest's arguments, through our entry.
 
     ``PYTHON [OPTIONS] -m pytest ARGS`` becomes ``PYTHON [OPTIONS] -s ENTRY FD SPEC ARGS``,
-    SPEC naming the `plugins` to load (None: those the configuration asks for);
+    SPEC naming the `plugins` to load (None: those the configuration asks for) and the
+    folders besides the copy whose distributions never count (`untrusted`: the checked
+    repository, which a venv's editable install may put on the path);
     a ``pytest`` script found on the PATH runs with the Python its ``#!`` line
     names. A script inside the copy (``./pytest-x``) is the repository's own
     runner and runs as it is. The entry and our plugin are copied into a folder of
@@ -154,7 +157,14 @@ def with_pytest_entry(
         shutil.copyfile(source, folder / source.name)
     entry = str(folder / _PYTEST_ENTRY[0].name)
     spec = folder / "spec.json"
-    spec.write_text(json.dumps({"plugins": None if plugins is None else list(plugins)}))
+    spec.write_text(
+        json.dumps(
+            {
+                "plugins": None if plugins is None else list(plugins),
+                "untrusted": [str(p) for p in untrusted],
+            }
+        )
+    )
     module = next(
         (i for i, (a, b) in enumerate(itertools.pairwise(argv)) if a == "-m" and b == "pytest"),
         None,

@@ -4,8 +4,8 @@ is on the path, and only by us.
 The tests check runs ``PYTHON [OPTIONS] -s pytest_entry.py FD SPEC ARGS...`` in place of
 ``PYTHON -m pytest ARGS...`` (or a ``pytest`` script, with its interpreter), from a
 folder of ours outside the copy that holds this file, `pytest_reporter.py` and SPEC (a
-JSON file of ours: ``{"plugins": null | [names]}``), with the copy as the working
-folder. Standard library and pytest only.
+JSON file of ours: ``{"plugins": null | [names], "untrusted": [folders]}``), with
+the copy as the working folder. Standard library and pytest only.
 
 ``-m pytest`` would put the working folder first on ``sys.path``, before the
 standard library, so a ``pytest/`` package or an ``argparse.py`` at the
@@ -259,16 +259,19 @@ def _canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _trusted_plugins(names: Sequence[str], root: str) -> list[tuple[Any, Any, Any]]:
+def _trusted_plugins(
+    names: Sequence[str], root: str, untrusted: Sequence[str] = ()
+) -> list[tuple[Any, Any, Any]]:
     """(entry point, distribution, loaded plugin) of each ``pytest11`` entry point named in
-    `names`, or of a distribution named there, installed outside `root`. Called while the
-    repository is not on the path; a distribution inside `root` never counts."""
+    `names`, or of a distribution named there, installed outside `root` and `untrusted`.
+    Called while the repository is not on the path; a distribution inside `root` (the
+    copy) or an `untrusted` folder (the checked repository) never counts."""
     if not names:
         return []
     from importlib import metadata
 
     wanted = {_canonical(n) for n in names}
-    real_root = os.path.realpath(root)
+    outside = [os.path.realpath(p) for p in (root, *untrusted)]
     found: list[tuple[Any, Any, Any]] = []
     seen: set[str] = set()
     for dist in metadata.distributions():
@@ -277,7 +280,7 @@ def _trusted_plugins(names: Sequence[str], root: str) -> list[tuple[Any, Any, An
             dist_name = _canonical(dist.metadata["Name"] or "")
         except Exception:  # unreadable metadata: not a plugin we can name
             continue
-        if _inside(where, real_root):
+        if any(_inside(where, folder) for folder in outside):
             continue
         for ep in dist.entry_points:
             if ep.group != "pytest11" or ep.name in seen:
@@ -372,7 +375,8 @@ def main() -> None:
     try:
         args, settings = _configuration(root, args, folder)
         names = spec["plugins"] if spec.get("plugins") is not None else _asked_for(settings, [])
-        loaded = _trusted_plugins([*names, *_asked_for({}, args)], root)
+        asked = [*names, *_asked_for({}, args)]
+        loaded = _trusted_plugins(asked, root, spec.get("untrusted", []))
     except Exception as exc:  # pytest's UsageError, a file it cannot parse, a plugin's import
         sys.stderr.write(f"ERROR: pytest's configuration: {type(exc).__name__}: {exc}\n")
         sys.exit(_USAGE_ERROR)
