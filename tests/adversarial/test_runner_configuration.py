@@ -365,6 +365,25 @@ def test_committed_bytecode_compiled_from_other_source_does_not_run(
     assert any(n.startswith("bytecode in the tree not used") for n in v.checks["tests"].notes)
 
 
+def test_committed_bytecode_does_not_run_under_unittest_either(tmp_path: Path) -> None:
+    """The same bytecode under ``{python} -m unittest``: our unittest entry reads no
+    bytecode of the tree either, and the verdict notes unittest's weaker guarantee."""
+    unit = (
+        "import unittest\n\nfrom calc import add, subtract\n\n\n"
+        "class TestCalc(unittest.TestCase):\n    def test_add(self):\n"
+        "        self.assertEqual(add(2, 3), 5)\n\n    def test_subtract(self):\n"
+        "        self.assertEqual(subtract(5, 3), 2)\n"
+    )
+    repo = base_repo(tmp_path, **{"tests/test_calc.py": unit})
+    report = session(repo, {"calc.py": WRONG}, {CACHED: _pyc(RIGHT)})
+    command = ["{python}", "-m", "unittest", "discover", "-s", "tests", "-v"]
+    v = verdict(repo, report, command)
+    assert_not_delivered_by_the_failing_test(v)
+    assert any(
+        n.startswith("unittest is configured by its command") for n in v.checks["tests"].notes
+    )
+
+
 def test_a_sourceless_module_is_not_importable(tmp_path: Path) -> None:
     """``calc.py`` deleted, ``calc.pyc`` (the right code) committed in its place."""
     repo = base_repo(tmp_path)
@@ -372,6 +391,24 @@ def test_a_sourceless_module_is_not_importable(tmp_path: Path) -> None:
     v = verdict(repo, report)
     assert v.delivery_status is DeliveryStatus.NOT_DELIVERED, v.to_dict()
     assert codes(v) == ["tests.failed"]
+
+
+def test_bytecode_written_while_the_tests_run_is_not_imported(tmp_path: Path) -> None:
+    """Past the copy's clean-up: ``calc.py`` writes a sourceless ``calc_impl.pyc`` (the
+    right code) when imported, then imports from it; our finder has no sourceless loader."""
+    encoded = base64.b64encode(_pyc(RIGHT)).decode()
+    calc = (
+        "import base64\nimport pathlib\n\n"
+        f"pathlib.Path(__file__).with_name('calc_impl.pyc').write_bytes("
+        f"base64.b64decode('{encoded}'))\n"
+        "from calc_impl import add, subtract  # noqa: E402\n\n\n" + WRONG.replace("def ", "def _")
+    )
+    repo = base_repo(tmp_path)
+    report = session(repo, {"calc.py": calc})
+    v = verdict(repo, report)
+    assert v.delivery_status is DeliveryStatus.NOT_DELIVERED, v.to_dict()
+    assert codes(v) == ["tests.failed"]
+    assert "calc_impl" in output(v)
 
 
 def test_a_committed_pycache_is_ignored_and_the_honest_fix_delivered(tmp_path: Path) -> None:
