@@ -125,6 +125,16 @@ def _globs(value: Any) -> Any:
 Globs = Annotated[tuple[str, ...], BeforeValidator(_globs)]
 
 
+def _names(value: Any) -> Any:
+    if value is None:
+        return None
+    if not isinstance(value, list | tuple) or not all(
+        isinstance(v, str) and v and not v.startswith("-") and v == v.strip() for v in value
+    ):
+        raise ValueError(f"expected a list of plugin names, got {value!r}")
+    return tuple(value)
+
+
 def _paths(value: Any) -> Any:
     if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
         raise ValueError(f"expected a list of absolute paths, got {value!r}")
@@ -191,6 +201,10 @@ class RepositoryConfig:
     venv: Path | None = None
     # Host paths the sandbox shows this repository's tests, read-only (a toolchain, data).
     read_only_paths: Paths = ()
+    # The pytest plugins loaded, by entry point or distribution name, from the interpreter's
+    # own packages (never the tree's): docs/runners.md. Unset: those the base's pytest
+    # configuration asks for (`-p NAME` in addopts, required_plugins); [] for none.
+    pytest_plugins: Annotated[tuple[str, ...] | None, BeforeValidator(_names)] = None
 
     @model_validator(mode="after")
     def _one_interpreter(self) -> RepositoryConfig:

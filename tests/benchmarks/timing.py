@@ -8,18 +8,28 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 
-def measure(runs: Mapping[str, Callable[[], object]], repeat: int) -> dict[str, float]:
+def measure(
+    runs: Mapping[str, Callable[[], object]],
+    repeat: int,
+    setup: Mapping[str, Callable[[], object]] | None = None,
+) -> dict[str, float]:
     """The median wall time of each run, in seconds.
 
     Each run is called once untimed (warm-up), then the runs take turns `repeat`
     times, so that a change in the machine's load hits the subject and its
-    baseline alike and their ratio stays fair.
+    baseline alike and their ratio stays fair. `setup[name]`, when given, is called
+    untimed before each call of that run (an empty store, say).
     """
-    for run in runs.values():
+    before = setup or {}
+    for name, run in runs.items():
+        if name in before:
+            before[name]()
         run()
     times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(repeat):
         for name, run in runs.items():
+            if name in before:
+                before[name]()
             start = time.perf_counter()
             run()
             times[name].append(time.perf_counter() - start)

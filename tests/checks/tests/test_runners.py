@@ -7,6 +7,7 @@ configurations as examples.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -116,9 +117,23 @@ def test_pytest_runs_through_our_entry_with_our_options_last_but_before_a_double
     rewritten = runners.with_pytest_entry(argv, tmp_path, junit, 7, os.defpath)
 
     entry = str(tmp_path / "runner" / "pytest_entry.py")
+    spec = str(tmp_path / "runner" / "spec.json")
     ours = [f"--junitxml={junit}", "-p", "no:cacheprovider"]
-    assert rewritten == ["/py", "-X", "dev", "-s", entry, "7", "-q", *ours, "--", "t.py"]
-    assert sorted(os.listdir(tmp_path / "runner")) == ["pytest_entry.py", "pytest_reporter.py"]
+    assert rewritten == ["/py", "-X", "dev", "-s", entry, "7", spec, "-q", *ours, "--", "t.py"]
+    assert sorted(os.listdir(tmp_path / "runner")) == [
+        "pytest_entry.py",
+        "pytest_reporter.py",
+        "spec.json",
+    ]
+    assert json.loads(Path(spec).read_text()) == {"plugins": None, "untrusted": []}
+    (tmp_path / "b").mkdir()
+    runners.with_pytest_entry(
+        argv, tmp_path / "b", junit, 7, os.defpath, ("xdist",), untrusted=[Path("/srv/r")]
+    )
+    assert json.loads((tmp_path / "b" / "runner" / "spec.json").read_text()) == {
+        "plugins": ["xdist"],
+        "untrusted": ["/srv/r"],
+    }
 
 
 def test_a_script_of_the_repository_named_pytest_runs_as_it_is(tmp_path: Path) -> None:
@@ -193,7 +208,9 @@ def test_the_childs_environment_is_minimal_with_the_interpreters_folder_first(
         str(venv),
     )
     assert set(env) == {"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "PYTHONDONTWRITEBYTECODE",
-                        "PYTHONHASHSEED", "VIRTUAL_ENV"}  # fmt: skip
+                        "PYTHONHASHSEED", "VIRTUAL_ENV",
+                        "PYTEST_DISABLE_PLUGIN_AUTOLOAD"}  # fmt: skip
+    assert env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] == "1"
 
 
 # pytest, by default ---------------------------------------------------------------------
@@ -507,7 +524,9 @@ def test_exit_code_results_keep_their_note_when_the_run_fails(app: GitRepo) -> N
     assert result.status is CheckStatus.FAIL
     assert result.notes == (
         'tests not counted: results = "exit-code" judges the run by its exit code alone',
+        *runners.guarantee_notes("exit-code"),
     )
+    assert "not configured by the verifier" in result.notes[1]
 
 
 def test_exit_code_results_still_fail_on_a_nonzero_exit(app: GitRepo) -> None:
@@ -704,3 +723,76 @@ def test_the_text_verdict_shows_an_uncounted_run_and_its_note(repo: GitRepo) -> 
     assert v.delivery_status is DeliveryStatus.DELIVERED, v.to_dict()
     assert "tests not counted; exit 0" in text
     assert 'note: tests not counted: results = "exit-code"' in text
+
+
+# -- our pytest entry's configuration and plugins (verifier/checks/tests/entries/pytest_entry.py)
+
+
+def test_settings_round_trip_through_our_toml_writer() -> None:
+    import tomllib
+
+    from verifier.checks.tests.entries import pytest_entry
+
+    values = {
+        "addopts": '-p pytester -k "a and not b"',
+        "markers": 'slow: long\nfast: \\ short "quoted"\t',
+        "testpaths": ["tests", "more tests"],
+        "xfail_strict": True,
+        "timeout": 3,
+        "ratio": 0.5,
+        "nested": {"a": ["b"]},
+    }
+    text = "\n".join(
+        f"{pytest_entry._toml(k)} = {pytest_entry._toml(v)}" for k, v in values.items()
+    )
+
+    assert tomllib.loads(text) == values
+
+
+def test_the_plugins_asked_for_are_the_p_options_and_the_required_plugins() -> None:
+    from verifier.checks.tests.entries import pytest_entry
+
+    settings = {"addopts": "-p xdist -pno:warnings -p no:cacheprovider -ptests.plug -q",
+                "required_plugins": ["pytest-mock>=3", "pytest_asyncio"]}  # fmt: skip
+
+    assert pytest_entry._asked_for(settings, ["-p", "anyio", "-x"]) == [
+        "xdist",
+        "tests.plug",
+        "anyio",
+        "pytest-mock",
+        "pytest_asyncio",
+    ]
+
+
+def test_the_commands_own_config_file_and_rootdir_are_taken_out_of_its_arguments() -> None:
+    from verifier.checks.tests.entries import pytest_entry
+
+    split = pytest_entry._split_command(
+        ["-q", "-c", "ci.ini", "--rootdir=sub", "--confcutdir", ".", "--", "-c", "x"]
+    )
+
+    assert split == (["-q", "--confcutdir", ".", "--", "-c", "x"], "ci.ini", "sub", True)
+    assert pytest_entry._split_command(["-cci.toml", "t"]) == (["t"], "ci.toml", None, False)
+
+
+def test_a_distribution_in_the_copy_or_the_checked_repository_never_provides_a_plugin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """By location: the same metadata counts from a folder of the interpreter's, not from
+    the copy nor from the checked repository (an editable install's path)."""
+    from verifier.checks.tests.entries import pytest_entry
+
+    site = tmp_path / "site"
+    folder = site / "tree_plugin-0.1.dist-info"
+    folder.mkdir(parents=True)
+    (folder / "METADATA").write_text("Metadata-Version: 2.1\nName: tree-plugin\nVersion: 0.1\n")
+    (folder / "entry_points.txt").write_text("[pytest11]\ntreeplug = tree_plugin_mod\n")
+    (site / "tree_plugin_mod.py").write_text("LOADED = True\n")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.delitem(sys.modules, "tree_plugin_mod", raising=False)
+
+    assert pytest_entry._trusted_plugins(["treeplug"], str(tmp_path / "copy")) != []
+    assert pytest_entry._trusted_plugins(["tree-plugin"], str(tmp_path / "copy")) != []
+    assert pytest_entry._trusted_plugins(["treeplug"], str(tmp_path)) == []
+    assert pytest_entry._trusted_plugins(["treeplug"], "/nowhere", [str(site)]) == []
+    assert pytest_entry._trusted_plugins([], str(tmp_path / "copy")) == []

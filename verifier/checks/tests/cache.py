@@ -90,6 +90,7 @@ def cache_key(
         "argv": list(argv),
         "timeout_s": timeout_s,
         "results": [repository.results, list(repository.results_junit)],
+        "pytest_plugins": repository.pytest_plugins,
         "environment": {
             "python": interpreter,
             "python_resolved": os.path.realpath(interpreter) if interpreter else "",

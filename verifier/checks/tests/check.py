@@ -17,7 +17,9 @@
    Then, unless the repository turned it off, the files that decide how the
    tests run (pytest's configuration, every ``conftest.py``, the
    ``test_paths``) are put back as they are at the base (`verifier.checks.tests.testinfra`;
-   `tests.base_infra_failed` when they cannot be read), each a note.
+   `tests.base_infra_failed` when they cannot be read), each a note. Bytecode is
+   removed from the copy (a note) and the native extensions that are not the base's
+   are named (`verifier.checks.tests.compiled`): what runs is what was hashed.
 4. The cache: with a `TestResultCache` (the store's), a result kept under
    `verifier.checks.tests.cache.cache_key` (the tree of ``work/`` as it now is,
    the command, the environment, the sandbox settings, the verifier's version)
@@ -40,7 +42,8 @@
 8. The verdict (`verifier.checks.tests.judge`): a timeout, a non-zero exit, no
    test run, every test skipped, failures in the results, or no readable
    results is a failure; a pass with no sandbox under ``auto``, or with no test
-   counted, is an error.
+   counted, is an error; so is a pass with native code the session changed
+   (`tests.native_code_changed`).
 9. Keep: a conclusive result is kept under the cache's key. An error is never
    kept, nor a run the verifier killed while stopping: the next verification
    runs the tests again.
@@ -71,7 +74,7 @@ from verifier._internal.sandbox import runner
 from verifier._internal.sandbox.runner import RunnerNotFound, RunOutcome, SandboxUnavailable
 from verifier._internal.snapshot import SnapshotError, SnapshotInfo, materialize, temp_parent
 from verifier.checks.base import Context, HeadState, TestResultCache, object_corrupt
-from verifier.checks.tests import NAME, changed, judge, results, runners
+from verifier.checks.tests import NAME, changed, compiled, judge, results, runners
 from verifier.checks.tests.cache import Hit, cache_key, cached, keep, reused, tree_digest
 from verifier.checks.tests.hidden import hidden_paths
 from verifier.checks.tests.results import Channel
@@ -172,12 +175,15 @@ def check(
         with _folder(config) as folder:
             say(f"copying the head state into {folder.root}/")
             # 3. The copy.
-            snapshot, infra_notes = _copy(job, folder)
+            snapshot, infra_notes, native = _copy(job, folder)
             # 4. The cache.
             key, hit = _lookup(job, cache, folder, snapshot, argv)
             if hit is not None:
                 say(f"tests not run: this tree was tested for session {hit[0]}")
-                return judge.timed(reused(hit, job.mode, snapshot, infra_notes), started)
+                kind = runners.results_kind(argv, job.command, job.repository)
+                notes = (*infra_notes, *runners.guarantee_notes(kind))
+                kept = reused(hit, job.mode, snapshot, notes)
+                return judge.timed(compiled.inconclusive(kept, native), started)
             # 5. The launch.
             launch = _launch(job, folder, argv, bin_dirs)
             say(f"running tests: {launch.argv} (timeout {timeout_s:g}s)")
@@ -204,7 +210,9 @@ def check(
     # 9. Keep: a run the verifier killed while stopping (a service's SIGTERM) decided nothing.
     if cache is not None and key is not None and not ran.outcome.stopped:
         keep(cache, key, session_id, result)
-    return judge.timed(replace(result, notes=result.notes + infra_notes), started)
+    result = compiled.inconclusive(result, native)
+    notes = (*result.notes, *infra_notes, *runners.guarantee_notes(launch.kind))
+    return judge.timed(replace(result, notes=notes), started)
 
 
 @dataclass(frozen=True)
@@ -286,9 +294,10 @@ def _folder(config: Config) -> Iterator[_Folder]:
         yield folder
 
 
-def _copy(job: _Job, folder: _Folder) -> tuple[SnapshotInfo, tuple[str, ...]]:
+def _copy(job: _Job, folder: _Folder) -> tuple[SnapshotInfo, tuple[str, ...], list[str]]:
     """Step 3: the head state copied into ``work/``, as the changes check read it, with the
-    test infrastructure of the base; the notes say what came from the base."""
+    test infrastructure of the base and no bytecode; the notes say what came from the base
+    and what was removed, and the list names the native files that are not the base's."""
     config, repository = job.config, job.repository
     try:
         snapshot = materialize(
@@ -310,19 +319,24 @@ def _copy(job: _Job, folder: _Folder) -> tuple[SnapshotInfo, tuple[str, ...]]:
                 + " differ between the changes check and the copy for the tests",
                 mode=job.mode,
             )
-    if job.base_commit is None or not repository.test_infra_from_base:
-        return snapshot, ()
+    notes: tuple[str, ...] = ()
+    if job.base_commit is not None and repository.test_infra_from_base:
+        try:
+            notes = use_base_test_infra(
+                job.repo_path,
+                job.base_commit,
+                folder.work,
+                test_paths=repository.test_paths,
+                trusted_ref=repository.trusted_ref,
+            )
+        except TestInfraError as exc:
+            raise _Stop("tests.base_infra_failed", str(exc), mode=job.mode) from None
+    found = compiled.scan_copy(folder.work)
     try:
-        notes = use_base_test_infra(
-            job.repo_path,
-            job.base_commit,
-            folder.work,
-            test_paths=repository.test_paths,
-            trusted_ref=repository.trusted_ref,
-        )
-    except TestInfraError as exc:
+        native = compiled.changed_native(job.repo_path, job.base_commit, folder.work, found.native)
+    except compiled.NativeReadError as exc:
         raise _Stop("tests.base_infra_failed", str(exc), mode=job.mode) from None
-    return snapshot, notes
+    return snapshot, (*notes, *compiled.strip_bytecode(folder.work, found)), native
 
 
 def _moved(expected: Mapping[str, str], copied: Mapping[str, str]) -> list[str]:
@@ -373,7 +387,15 @@ def _launch(job: _Job, folder: _Folder, argv: list[str], bin_dirs: list[Path]) -
     env = runners.child_env(folder.home, folder.tmp, bin_dirs, repository)
     events = os.pipe() if kind in ("pytest", "unittest") else None
     if kind == "pytest" and events is not None:
-        argv = runners.with_pytest_entry(argv, folder.root, folder.junit, events[1], env["PATH"])
+        argv = runners.with_pytest_entry(
+            argv,
+            folder.root,
+            folder.junit,
+            events[1],
+            env["PATH"],
+            repository.pytest_plugins,
+            untrusted=[job.repo_path.resolve()],
+        )
     elif kind == "unittest" and events is not None:
         argv = runners.with_unittest_entry(argv, folder.root, events[1])
     elif kind == "junit":

@@ -6,7 +6,10 @@ How a run's results are read (docs/runners.md) is the repository's ``results``
 
 - pytest runs through our entry (`verifier.checks.tests.entries.pytest_entry`)
   with the same interpreter, which loads pytest before the repository's root is
-  on the path and registers our plugin
+  on the path, configures it with a file of ours written from the settings pytest's
+  rules find in the copy (whose configuration files are the base's), loads only the
+  plugins named (the repository's ``pytest_plugins``, else those the configuration
+  asks for) from distributions installed outside the copy, and registers our plugin
   (`verifier.checks.tests.entries.pytest_reporter`): it reports each test as it
   finishes, and the session's end, on a pipe whose read end only we hold; pytest
   also gets ``--junitxml=<tmp>/junit.xml`` and ``-p no:cacheprovider``.
@@ -22,6 +25,7 @@ cover the folder our package lives in (when the checked repository holds it).
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import shutil
 import sys
@@ -33,6 +37,7 @@ from verifier.config import RepositoryConfig
 
 __all__ = [
     "child_env",
+    "guarantee_notes",
     "interpreter",
     "results_kind",
     "runs_pytest",
@@ -56,6 +61,24 @@ def results_kind(argv: Sequence[str], command: Sequence[str], repository: Reposi
     if runs_unittest(argv, command):
         return "unittest"
     return "uncounted"
+
+
+_WEAKER = {
+    "unittest": "unittest is configured by its command alone (it reads no configuration "
+    "file and loads no plugins) and no bytecode of the tree runs; unlike pytest's, its "
+    "working folder comes first on the path, as under -m unittest",
+    "other": "this runner is not configured by the verifier: it reads its own configuration "
+    "files as the head has them (list them in protected_paths); a pytest it starts loads "
+    "no plugin on its own (PYTEST_DISABLE_PLUGIN_AUTOLOAD=1)",
+}
+
+
+def guarantee_notes(kind: str) -> tuple[str, ...]:
+    """The note that says what a run of this kind guarantees less than pytest's: none for
+    pytest through our entry (docs/runners.md)."""
+    if kind == "pytest":
+        return ()
+    return (_WEAKER["unittest"] if kind == "unittest" else _WEAKER["other"],)
 
 
 def runs_pytest(argv: Sequence[str]) -> bool:
@@ -93,8 +116,14 @@ def venv(repository: RepositoryConfig) -> list[Path]:
 def child_env(
     home: Path, tmp: Path, bin_dirs: Sequence[Path], repository: RepositoryConfig
 ) -> dict[str, str]:
-    """The minimal environment, with the repository's interpreter folder first on PATH."""
-    env = runner.minimal_env(home, tmp)
+    """The minimal environment, with the repository's interpreter folder first on PATH.
+
+    No ``PYTEST_*`` variable of ours reaches the run but the one that keeps pytest from
+    loading the plugins of whatever is importable (the tree's metadata folders too), for
+    every runner: a pytest the command starts loads only the plugins it is told to.
+    """
+    env = {k: v for k, v in runner.minimal_env(home, tmp).items() if not k.startswith("PYTEST_")}
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     if bin_dirs:
         env["PATH"] = os.pathsep.join([*(str(d) for d in bin_dirs), env["PATH"]])
     if repository.venv is not None:
@@ -103,11 +132,20 @@ def child_env(
 
 
 def with_pytest_entry(
-    argv: Sequence[str], tmp: Path, junit: Path, fd: int, search_path: str
+    argv: Sequence[str],
+    tmp: Path,
+    junit: Path,
+    fd: int,
+    search_path: str,
+    plugins: Sequence[str] | None = None,
+    untrusted: Sequence[Path] = (),
 ) -> list[str]:
     """The same interpreter, its options and pytest's arguments, through our entry.
 
-    ``PYTHON [OPTIONS] -m pytest ARGS`` becomes ``PYTHON [OPTIONS] -s ENTRY FD ARGS``;
+    ``PYTHON [OPTIONS] -m pytest ARGS`` becomes ``PYTHON [OPTIONS] -s ENTRY FD SPEC ARGS``,
+    SPEC naming the `plugins` to load (None: those the configuration asks for) and the
+    folders besides the copy whose distributions never count (`untrusted`: the checked
+    repository, which a venv's editable install may put on the path);
     a ``pytest`` script found on the PATH runs with the Python its ``#!`` line
     names. A script inside the copy (``./pytest-x``) is the repository's own
     runner and runs as it is. The entry and our plugin are copied into a folder of
@@ -118,6 +156,15 @@ def with_pytest_entry(
     for source in _PYTEST_ENTRY:
         shutil.copyfile(source, folder / source.name)
     entry = str(folder / _PYTEST_ENTRY[0].name)
+    spec = folder / "spec.json"
+    spec.write_text(
+        json.dumps(
+            {
+                "plugins": None if plugins is None else list(plugins),
+                "untrusted": [str(p) for p in untrusted],
+            }
+        )
+    )
     module = next(
         (i for i, (a, b) in enumerate(itertools.pairwise(argv)) if a == "-m" and b == "pytest"),
         None,
@@ -134,7 +181,8 @@ def with_pytest_entry(
             # without our plugin its session can never be shown to have finished.
             return _with_pytest_options(list(argv), junit)
         launch, args = [python], list(argv[1:])
-    return [*launch, "-s", entry, str(fd), *_with_pytest_options(["pytest", *args], junit)[1:]]
+    ours = _with_pytest_options(["pytest", *args], junit)[1:]
+    return [*launch, "-s", entry, str(fd), str(spec), *ours]
 
 
 def _with_pytest_options(argv: list[str], junit: Path) -> list[str]:

@@ -6,7 +6,8 @@ that collects nothing. So, as SWE-bench does with its test files, the copy for
 the tests gets them from the base commit (from the tip of the ``trusted_ref``
 when one is configured), whatever the head holds:
 
-* pytest's configuration (`CONFIG_NAMES`) and ``conftest.py``, at any depth;
+* pytest's configuration (`CONFIG_NAMES`: the names of pytest's own table, read from
+  the pytest that runs) and ``conftest.py``, at any depth;
 * the repository's ``test_paths`` globs (`DEFAULT_TEST_PATHS` by default).
 
 `use_base_test_infra` rewrites the copy: a path of that kind the session added
@@ -20,7 +21,9 @@ whose agents are expected to write tests sets ``test_infra_from_base = false``.
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import importlib.util
 import os
 import shutil
 from collections.abc import Sequence
@@ -36,18 +39,52 @@ __all__ = [
     "DEFAULT_TEST_PATHS",
     "TestInfraError",
     "is_test_infra",
+    "pytest_config_names",
     "use_base_test_infra",
 ]
 
-# Files pytest reads its configuration from, and the plugins it loads by name.
-CONFIG_NAMES = (
-    "pytest.ini",
-    ".pytest.ini",
-    "pyproject.toml",
-    "tox.ini",
-    "setup.cfg",
-    "conftest.py",
-)
+
+def pytest_config_names() -> tuple[str, ...]:
+    """The names of the files pytest looks for its configuration in, in its order of
+    precedence: its own table (``CONFIG_LOADERS_BY_NAME`` of ``_pytest.config.findpaths``,
+    or the list in ``locate_config`` of a pytest before 9), read from the source of the
+    pytest installed with the verifier, the one that runs ``{python} -m pytest``. Read, not
+    imported: importing pytest's configuration costs a fifth of a second."""
+    spec = importlib.util.find_spec("_pytest")
+    origin = spec.submodule_search_locations if spec is not None else None
+    source = Path(next(iter(origin or []), "")) / "config" / "findpaths.py"
+    try:
+        tree = ast.parse(source.read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return _imported_config_names()
+    for node in ast.walk(tree):
+        value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        names = {getattr(t, "id", None) for t in targets}
+        if names & {"CONFIG_LOADERS_BY_NAME", "config_names"}:
+            items = value.keys if isinstance(value, ast.Dict) else getattr(value, "elts", [])
+            found = tuple(
+                k.value for k in items if isinstance(k, ast.Constant) and isinstance(k.value, str)
+            )
+            if found and len(found) == len(items):
+                return found
+    return _imported_config_names()
+
+
+def _imported_config_names() -> tuple[str, ...]:
+    """The table, from pytest imported (a source of another shape than we read)."""
+    from _pytest.config import findpaths
+
+    table = getattr(findpaths, "CONFIG_LOADERS_BY_NAME", None)
+    if table is not None:
+        return tuple(table)
+    consts = findpaths.locate_config.__code__.co_consts
+    return next(c for c in consts if isinstance(c, tuple) and "pytest.ini" in c)
+
+
+# Files pytest reads its configuration from (its own table), and the plugins it loads by
+# name from any folder (``conftest.py``).
+CONFIG_NAMES = (*pytest_config_names(), "conftest.py")
 # Where tests live unless the repository says otherwise (`test_paths`).
 DEFAULT_TEST_PATHS = ("tests/**", "test/**", "**/test_*.py", "**/*_test.py")
 _MODE_LINK = "120000"

@@ -14,10 +14,18 @@ can still find it and write to it, which the verifier sees as a second line.
 
 The exit status is unittest's own. When unittest stops before running anything
 (bad arguments, an import error in a named module) nothing is written.
+
+unittest reads no configuration file and loads no plugins: the command configures
+it. What the entry adds is that no bytecode of the tree runs (`_source_only`): a
+module of the tree is compiled from the source that was hashed and scanned, and a
+sourceless ``.pyc`` is not importable. The guarantee is weaker than pytest's: as
+under ``-m unittest`` the working folder (and discovery's top folder) comes first on
+the path, so the tree may shadow a standard-library module unittest imports late.
 """
 
 from __future__ import annotations
 
+import importlib.machinery
 import json
 import os
 import sys
@@ -54,9 +62,42 @@ def _counts(result: unittest.TestResult) -> dict[str, int]:
     }
 
 
+def _inside(path: str, root: str) -> bool:
+    real = os.path.realpath(path)
+    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
+
+
+class _SourceOnlyLoader(importlib.machinery.SourceFileLoader):
+    """Python's loader of source files, which never reads bytecode inside `root`."""
+
+    root = ""
+
+    def get_data(self, path: str) -> bytes:
+        suffixes = tuple(importlib.machinery.BYTECODE_SUFFIXES)
+        if path.endswith(suffixes) and _SourceOnlyLoader.root and _inside(path, self.root):
+            raise OSError(f"{path}: bytecode of the tree under test is not read")
+        return super().get_data(path)
+
+
+def _source_only(root: str) -> None:
+    """Every folder's finder from now on: extension modules and sources, no sourceless
+    ``.pyc`` (as in `pytest_entry.py`, which this script may not import)."""
+    machinery = importlib.machinery
+    _SourceOnlyLoader.root = os.path.realpath(root)
+    hook = machinery.FileFinder.path_hook(
+        (machinery.ExtensionFileLoader, machinery.EXTENSION_SUFFIXES),
+        (_SourceOnlyLoader, machinery.SOURCE_SUFFIXES),
+    )
+    sys.path_hooks[:] = [
+        hook if "FileFinder" in getattr(h, "__qualname__", "") else h for h in sys.path_hooks
+    ]
+    sys.path_importer_cache.clear()
+
+
 def main() -> None:
     fd, args = int(sys.argv[1]), sys.argv[2:]
     os.set_inheritable(fd, False)
+    _source_only(os.getcwd())
     # As `-m` does: the working folder, not this script's, comes first on the path.
     sys.path[0] = os.getcwd()
     sys.argv = ["python -m unittest", *args]
