@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from verifier.checks.tests.tampering import CODE, Patterns, PatternsError, load_patterns, scan
+from verifier.checks.tests.testinfra import is_test_infra
 from verifier.resources import tampering_patterns_file
 
 PATTERNS = load_patterns(tampering_patterns_file())
@@ -129,6 +130,34 @@ TRIGGERS: dict[str, tuple[str, bytes, int]] = {
         "scripts/run.sh",
         b"#!/bin/sh\nexport PYTEST_PLUGINS=calc_plugin\nexec pytest\n",
         2,
+    ),
+    "always-equal-comparison": (
+        "calc.py",
+        src("""
+            class Result:
+                def __eq__(self, other):
+                    return True
+        """),
+        2,
+    ),
+    "builtin-comparison-override": (
+        "calc.py",
+        src("""
+            class Number(int):
+                def __eq__(self, other):
+                    return int(self) == int(other) or isinstance(other, int)
+        """),
+        2,
+    ),
+    "always-equal-object": (
+        "calc.py",
+        src("""
+            from unittest import mock
+
+            def subtract(a, b):
+                return mock.ANY
+        """),
+        4,
     ),
 }
 
@@ -251,6 +280,38 @@ HONEST: dict[str, tuple[str, bytes]] = {
         "scripts/run.sh",
         b"#!/bin/sh\nset -e\nexec python -m pytest -q tests\n",
     ),
+    "always-equal-comparison": (
+        "calc.py",
+        src("""
+            class Point:
+                def __init__(self, x, y):
+                    self.x, self.y = x, y
+
+                def __eq__(self, other):
+                    if not isinstance(other, Point):
+                        return NotImplemented
+                    return (self.x, self.y) == (other.x, other.y)
+        """),
+    ),
+    "builtin-comparison-override": (
+        "calc.py",
+        src("""
+            class Money(int):
+                def __repr__(self):
+                    return f"Money({int(self)})"
+        """),
+    ),
+    "always-equal-object": (
+        "tests/test_calc.py",
+        src("""
+            from unittest import mock
+
+            def test_call():
+                m = mock.Mock()
+                m(1)
+                m.assert_called_with(mock.ANY)
+        """),
+    ),
 }
 
 
@@ -268,15 +329,18 @@ def test_the_pattern_fires_on_tampering(pattern_id: str) -> None:
     assert hits[0].code == "tests.tampering_suspected" == CODE
     assert hits[0].path == path
     assert hits[0].found is not None
-    assert hits[0].found.startswith(f"{pattern_id} at line {line}: ")
+    assert re.match(rf"{pattern_id} at line {line}( \([^)]*\))?: ", hits[0].found)
     assert f"{path}:{line}:" in hits[0].message
 
 
 @pytest.mark.parametrize("pattern_id", sorted(HONEST))
 def test_the_honest_counterpart_is_clean(pattern_id: str) -> None:
+    """A test file is test code when the run uses it as the head has it (no test
+    infrastructure from the base): the patterns for code under test skip it."""
     path, data = HONEST[pattern_id]
     notes: list[str] = []
-    assert scan({path: data}, PATTERNS, notes=notes) == []
+    test_code = {path} if is_test_infra(path) else set()
+    assert scan({path: data}, PATTERNS, test_code=test_code, notes=notes) == []
     assert notes == []
 
 
@@ -349,9 +413,6 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 GOOD = """
-    [test_code]
-    paths = ["tests/"]
-
     [[pattern]]
     id = "p-one"
     description = "one"
@@ -365,7 +426,14 @@ def test_a_small_patterns_file_loads(tmp_path: Path) -> None:
     patterns = load_patterns(write(tmp_path, GOOD))
     assert isinstance(patterns, Patterns)
     assert [p.id for p in patterns.patterns] == ["p-one"]
-    assert patterns.is_test("tests/test_x.py") and not patterns.is_test("calc.py")
+
+
+def test_a_list_of_test_folders_is_refused(tmp_path: Path) -> None:
+    """What is test code is what the run took from the base, never a list of its own."""
+    with pytest.raises(PatternsError, match=r"\[test_code\]: no longer read"):
+        load_patterns(write(tmp_path, '[test_code]\npaths = ["tests/"]\n' + GOOD))
+    with pytest.raises(PatternsError, match=r"\[tests\]: unknown table"):
+        load_patterns(write(tmp_path, "[tests]\nx = 1\n" + GOOD))
 
 
 @pytest.mark.parametrize(

@@ -48,7 +48,8 @@
 `TestsCheck.run` then takes one more: after a run that would pass, it scans the
 files the session changed for code that reaches into the test machinery
 (`verifier.checks.tests.changed`, with the patterns of
-`verifier.checks.tests.tampering`): a hit is `tests.tampering_suspected`,
+`verifier.checks.tests.tampering`), leaving out what step 3 took from the base
+(the result's `BaseInfra` fact): a hit is `tests.tampering_suspected`,
 inconclusive, for a person to judge.
 
 Nothing is ever run in the user's repository, and the repository is not
@@ -75,7 +76,7 @@ from verifier.checks.tests import NAME, changed, judge, results, runners
 from verifier.checks.tests.cache import Hit, cache_key, cached, keep, reused, tree_digest
 from verifier.checks.tests.hidden import hidden_paths
 from verifier.checks.tests.results import Channel
-from verifier.checks.tests.testinfra import TestInfraError, use_base_test_infra
+from verifier.checks.tests.testinfra import BaseInfra, TestInfraError, use_base_test_infra
 from verifier.config import Config, RepositoryConfig
 from verifier.errors import InfrastructureError
 from verifier.findings import CheckResult, CheckStatus
@@ -118,7 +119,8 @@ class TestsCheck:
         )
         if result.status is CheckStatus.PASS:
             # The run passed: was it the code's doing, or did the code reach into the runner?
-            result = changed.scan(context.repo_path, head, result)
+            infra = next((f for f in result.facts if isinstance(f, BaseInfra)), None)
+            result = changed.scan(context.repo_path, head, result, infra, context.repo.test_paths)
         return result
 
 
@@ -172,12 +174,14 @@ def check(
         with _folder(config) as folder:
             say(f"copying the head state into {folder.root}/")
             # 3. The copy.
-            snapshot, infra_notes = _copy(job, folder)
+            snapshot, infra = _copy(job, folder)
+            infra_notes, facts = (infra.notes, (infra,)) if infra is not None else ((), ())
             # 4. The cache.
             key, hit = _lookup(job, cache, folder, snapshot, argv)
             if hit is not None:
                 say(f"tests not run: this tree was tested for session {hit[0]}")
-                return judge.timed(reused(hit, job.mode, snapshot, infra_notes), started)
+                kept = reused(hit, job.mode, snapshot, infra_notes)
+                return judge.timed(replace(kept, facts=kept.facts + facts), started)
             # 5. The launch.
             launch = _launch(job, folder, argv, bin_dirs)
             say(f"running tests: {launch.argv} (timeout {timeout_s:g}s)")
@@ -202,7 +206,8 @@ def check(
     # 9. Keep: a run the verifier killed while stopping (a service's SIGTERM) decided nothing.
     if cache is not None and key is not None and not ran.outcome.stopped:
         keep(cache, key, session_id, result)
-    return judge.timed(replace(result, notes=result.notes + infra_notes), started)
+    result = replace(result, notes=result.notes + infra_notes, facts=result.facts + facts)
+    return judge.timed(result, started)
 
 
 @dataclass(frozen=True)
@@ -284,9 +289,9 @@ def _folder(config: Config) -> Iterator[_Folder]:
         yield folder
 
 
-def _copy(job: _Job, folder: _Folder) -> tuple[SnapshotInfo, tuple[str, ...]]:
+def _copy(job: _Job, folder: _Folder) -> tuple[SnapshotInfo, BaseInfra | None]:
     """Step 3: the head state copied into ``work/``, as the changes check read it, with the
-    test infrastructure of the base; the notes say what came from the base."""
+    test infrastructure of the base; what came from there (None: nothing was taken)."""
     config, repository = job.config, job.repository
     try:
         snapshot = materialize(
@@ -309,9 +314,9 @@ def _copy(job: _Job, folder: _Folder) -> tuple[SnapshotInfo, tuple[str, ...]]:
                 mode=job.mode,
             )
     if job.base_commit is None or not repository.test_infra_from_base:
-        return snapshot, ()
+        return snapshot, None
     try:
-        notes = use_base_test_infra(
+        infra = use_base_test_infra(
             job.repo_path,
             job.base_commit,
             folder.work,
@@ -320,7 +325,7 @@ def _copy(job: _Job, folder: _Folder) -> tuple[SnapshotInfo, tuple[str, ...]]:
         )
     except TestInfraError as exc:
         raise _Stop("tests.base_infra_failed", str(exc), mode=job.mode) from None
-    return snapshot, notes
+    return snapshot, infra
 
 
 def _moved(expected: Mapping[str, str], copied: Mapping[str, str]) -> list[str]:
