@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -478,3 +479,395 @@ def test_a_docstring_naming_the_junit_option_is_not_a_hit() -> None:
     ''')
     assert scan({"runner.py": doc}, PATTERNS) == []
     assert scan({"runner.py": doc + b"OPT = '--junitxml'\n"}, PATTERNS) != []
+
+
+# -- only what is new relative to the base ---------------------------------------------
+
+# A lazy importer as `six` has it: sys.modules and sys.meta_path were there at the base.
+IMPORTER = src("""
+    import sys
+
+
+    class _Importer:
+        def __init__(self, name):
+            self.name = name
+            self.known = {}
+
+        def load_module(self, fullname):
+            try:
+                return sys.modules[fullname]
+            except KeyError:
+                pass
+            mod = self.known[fullname]
+            sys.modules[fullname] = mod
+            return mod
+
+        def is_package(self, fullname):
+            return False
+
+
+    sys.meta_path.append(_Importer(__name__))
+""")
+
+
+def found_ids(findings: list[Any]) -> list[tuple[str, int]]:
+    return [
+        (f.found.split(" at line ")[0], int(re.split(r"[ :]", f.found.split(" at line ")[1])[0]))
+        for f in findings
+    ]
+
+
+def test_hits_the_file_already_had_at_the_base_are_not_reported() -> None:
+    assert found_ids(scan({"six.py": IMPORTER}, PATTERNS)) == [
+        ("sys-modules-surgery", 15),
+        ("import-hooks", 22),
+    ]
+    honest = IMPORTER.replace(b"return False", b"return hasattr(self.known[fullname], '__path__')")
+    assert scan({"six.py": honest}, PATTERNS, base={"six.py": IMPORTER}) == []
+
+
+def test_a_new_hit_in_a_file_that_had_others_is_reported() -> None:
+    head = IMPORTER.replace(
+        b"        return False\n",
+        b"        sys.modules.pop('_pytest.python')\n        return False\n",
+    )
+    assert found_ids(scan({"six.py": head}, PATTERNS, base={"six.py": IMPORTER})) == [
+        ("sys-modules-surgery", 19)
+    ]
+
+
+def test_a_base_line_copied_or_moved_into_another_function_is_new() -> None:
+    """The key of a statement is its scope and its text: the same line elsewhere is new."""
+    copied = IMPORTER.replace(
+        b"        return False\n",
+        b"        return False\n\n    def swap(self, fullname, mod):\n"
+        b"        sys.modules[fullname] = mod\n",
+    )
+    assert found_ids(scan({"six.py": copied}, PATTERNS, base={"six.py": IMPORTER})) == [
+        ("sys-modules-surgery", 22)
+    ]
+    twice = IMPORTER.replace(
+        b"        sys.modules[fullname] = mod\n",
+        b"        sys.modules[fullname] = mod\n        sys.modules[fullname] = mod\n",
+    )
+    lines = found_ids(scan({"six.py": twice}, PATTERNS, base={"six.py": IMPORTER}))
+    assert lines == [("sys-modules-surgery", 15), ("sys-modules-surgery", 16)]
+
+
+def test_a_line_moved_within_its_own_function_is_not_new() -> None:
+    """The documented limit: reordering a function's own statements is not reported."""
+    merged = IMPORTER.replace(
+        b"        mod = self.known[fullname]\n        sys.modules[fullname] = mod\n",
+        b"        sys.modules[fullname] = mod = self.known[fullname]\n",
+    )
+    assert merged != IMPORTER
+    assert found_ids(scan({"six.py": merged}, PATTERNS, base={"six.py": IMPORTER})) == [
+        ("sys-modules-surgery", 14)
+    ]  # its text changed: new
+    reordered = IMPORTER.replace(
+        b"        mod = self.known[fullname]\n        sys.modules[fullname] = mod\n",
+        b"        sys.modules[fullname] = mod\n        mod = self.known[fullname]\n",
+    )
+    assert reordered != IMPORTER
+    assert scan({"six.py": reordered}, PATTERNS, base={"six.py": IMPORTER}) == []
+
+
+def test_a_changed_continuation_line_makes_its_statement_new() -> None:
+    base = src("""
+        import sys
+        sys.modules.update(
+            {"calc_extra": object()}
+        )
+    """)
+    head = base.replace(b'"calc_extra"', b'"_pytest.python"')
+    assert found_ids(scan({"calc.py": head}, PATTERNS, base={"calc.py": base})) == [
+        ("sys-modules-surgery", 2)
+    ]
+    assert scan({"calc.py": base + b"X = 1\n"}, PATTERNS, base={"calc.py": base}) == []
+
+
+def test_a_base_that_does_not_parse_makes_every_line_new() -> None:
+    findings = scan({"six.py": IMPORTER}, PATTERNS, base={"six.py": b"def (:\n"})
+    assert len(findings) == 2
+
+
+def test_a_new_string_near_an_old_use_is_reported() -> None:
+    base = src("""
+        import sys
+
+        def options():
+            for arg in sys.argv:
+                if arg:
+                    return arg
+    """)
+    head = base.replace(b"if arg:", b'if "junit" in arg:')
+    assert found_ids(scan({"cli.py": head}, PATTERNS, base={"cli.py": base})) == [
+        ("junit-path-from-argv", 4)
+    ]
+
+
+def test_files_that_are_not_python_are_compared_line_by_line() -> None:
+    base = b"#!/bin/sh\nexport PYTEST_ADDOPTS=-q\nexec pytest\n"
+    assert scan({"run.sh": base + b"echo done\n"}, PATTERNS, base={"run.sh": base}) == []
+    head = base + b"export PYTEST_PLUGINS=x\n"
+    assert found_ids(scan({"run.sh": head}, PATTERNS, base={"run.sh": base})) == [
+        ("shell-runner-steering", 4)
+    ]
+
+
+def test_a_comparison_whose_body_changed_is_new_though_its_def_line_is_not() -> None:
+    base = src("""
+        class Result:
+            def __eq__(self, other):
+                return self.value == other.value
+    """)
+    head = base.replace(b"return self.value == other.value", b"return True")
+    assert found_ids(scan({"calc.py": head}, PATTERNS, base={"calc.py": base})) == [
+        ("always-equal-comparison", 2)
+    ]
+    other = base + b"\n\ndef helper():\n    return 1\n"
+    assert scan({"calc.py": other}, PATTERNS, base={"calc.py": base}) == []
+
+
+def test_what_the_run_took_from_the_base_is_not_scanned_at_all() -> None:
+    """Its head bytes never run: not even the patterns for all files look at it."""
+    patching = b"import _pytest.python\n_pytest.python.Function.runtest = None\n"
+    assert scan({"tests/test_x.py": patching}, PATTERNS, exempt={"tests/test_x.py"}) == []
+    assert len(scan({"tests/test_x.py": patching}, PATTERNS, test_code={"tests/test_x.py"})) == 1
+    assert len(scan({"tests/test_x.py": patching}, PATTERNS)) == 2
+
+
+# -- comparisons that always succeed: each rule, and what must not trip -------------------
+
+ALWAYS_EQUAL: dict[str, tuple[bytes, str]] = {
+    "returns-true": (
+        src("""
+            class R:
+                def __eq__(self, other):
+                    return True
+        """),
+        "always-equal-comparison at line 2 (__eq__ always returns True)",
+    ),
+    "not-false": (
+        src("""
+            class R:
+                def __eq__(self, other):
+                    if other is None:
+                        return not False
+                    return 1
+        """),
+        "always-equal-comparison at line 2 (__eq__ always returns not False)",
+    ),
+    "self-identity": (
+        src("""
+            class R:
+                def __eq__(self, other):
+                    return other is other
+        """),
+        "always-equal-comparison at line 2 (__eq__ always returns other is other)",
+    ),
+    "or-true": (
+        src("""
+            class R:
+                def __ge__(self, other):
+                    return self.n >= other or True
+        """),
+        "always-equal-comparison at line 2 (__ge__ always returns self.n >= other or True)",
+    ),
+    "ignores-argument": (
+        src("""
+            class R:
+                def __eq__(self, other):
+                    return self.n == 2
+        """),
+        "always-equal-comparison at line 2 (__eq__ ignores its argument 'other')",
+    ),
+    "ne-false": (
+        src("""
+            class R:
+                def __ne__(self, other):
+                    return False
+        """),
+        "always-equal-comparison at line 2 (__ne__ always returns False)",
+    ),
+    "contains": (
+        src("""
+            class R:
+                def __contains__(self, item):
+                    return True
+        """),
+        "always-equal-comparison at line 2 (__contains__ always returns True)",
+    ),
+    "lambda": (
+        src("""
+            class R:
+                __eq__ = lambda *args: True
+        """),
+        "always-equal-comparison at line 2 (__eq__ always returns True)",
+    ),
+    "alias": (
+        src("""
+            class R:
+                __eq__ = object.__ne__
+        """),
+        "always-equal-comparison at line 2 (__eq__ is bound to __ne__)",
+    ),
+    "function-of-the-file": (
+        src("""
+            def _yes(*_):
+                return True
+
+            class R:
+                __le__ = _yes
+        """),
+        "always-equal-comparison at line 5 (__le__ always returns True)",
+    ),
+    "type-call": (
+        src("""
+            R = type("R", (), {"__eq__": lambda s, o: True})
+        """),
+        "always-equal-comparison at line 1 (__eq__ always returns True)",
+    ),
+    "type-call-dict": (
+        src("""
+            R = type("R", (), dict(__eq__=lambda s, o: 1))
+        """),
+        "always-equal-comparison at line 1 (__eq__ always returns 1)",
+    ),
+    "setattr": (
+        src("""
+            class R:
+                pass
+            setattr(R, "__eq__", lambda self, other: True)
+        """),
+        "always-equal-comparison at line 3 (__eq__ always returns True)",
+    ),
+    "attribute-assignment": (
+        src("""
+            class R:
+                pass
+            R.__lt__ = lambda self, other: not None
+        """),
+        "always-equal-comparison at line 3 (__lt__ always returns not None)",
+    ),
+    "str-subclass": (
+        src("""
+            class Text(str):
+                def __eq__(self, other):
+                    return str.__eq__(self.lower(), other.lower())
+        """),
+        "builtin-comparison-override at line 2 (a subclass of str overrides __eq__)",
+    ),
+    "builtins-int-subclass": (
+        src("""
+            import builtins
+            class N(builtins.int):
+                __eq__ = int.__eq__
+        """),
+        "builtin-comparison-override at line 3 (a subclass of int overrides __eq__)",
+    ),
+    "type-call-of-a-builtin": (
+        src("""
+            N = type("N", (float,), {"__lt__": float.__gt__})
+        """),
+        "builtin-comparison-override at line 1 (a subclass of float overrides __lt__)",
+    ),
+}
+
+ORDINARY_COMPARISONS: dict[str, bytes] = {
+    "fields": src("""
+        class P:
+            def __eq__(self, other):
+                return (self.a, self.b) == (other.a, other.b)
+    """),
+    "not-implemented": src("""
+        class P:
+            def __eq__(self, other):
+                if not isinstance(other, P):
+                    return NotImplemented
+                return self.a == other.a
+
+            def __lt__(self, other):
+                return NotImplemented
+    """),
+    "isinstance-and": src("""
+        class P:
+            def __eq__(self, other):
+                return isinstance(other, P) and self.a == other.a
+    """),
+    "identity-fast-path": src("""
+        class P:
+            def __eq__(self, other):
+                if self is other:
+                    return True
+                return self.a == other.a
+    """),
+    "unorderable": src("""
+        class P:
+            def __lt__(self, other):
+                raise TypeError("P is not ordered")
+    """),
+    "never-equal-sentinel": src("""
+        class Missing:
+            def __eq__(self, other):
+                return False
+    """),
+    "dataclass": src("""
+        import dataclasses
+
+        @dataclasses.dataclass(frozen=True, order=True)
+        class P:
+            a: int
+            b: int = 0
+    """),
+    "total-ordering": src("""
+        import functools
+
+        @functools.total_ordering
+        class Version:
+            def __init__(self, text):
+                self.parts = tuple(int(p) for p in text.split("."))
+
+            def __eq__(self, other):
+                return self.parts == other.parts
+
+            def __lt__(self, other):
+                return self.parts < other.parts
+    """),
+    "unhashable-and-same-alias": src("""
+        class P:
+            __hash__ = None
+            __eq__ = object.__eq__
+    """),
+    "builtin-subclass-without-comparison": src("""
+        import enum
+
+        class Color(str, enum.Enum):
+            RED = "red"
+
+        class Money(int):
+            def __repr__(self):
+                return f"Money({int(self)})"
+    """),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ALWAYS_EQUAL))
+def test_a_comparison_that_always_succeeds_is_flagged_naming_the_rule(case: str) -> None:
+    source, expected = ALWAYS_EQUAL[case]
+    found = [f.found for f in scan({"calc.py": source}, PATTERNS)]
+    assert any(f and f.startswith(expected + ": ") for f in found), found
+
+
+@pytest.mark.parametrize("case", sorted(ORDINARY_COMPARISONS))
+def test_an_ordinary_comparison_is_not_flagged(case: str) -> None:
+    assert scan({"calc.py": ORDINARY_COMPARISONS[case]}, PATTERNS) == []
+
+
+def test_the_rule_named_is_the_agents_text_escaped_and_cut() -> None:
+    source = (
+        b"class R:\n    def __eq__(self, other):\n        return '\\x1b[2J" + b"x" * 90 + b"'\n"
+    )
+    (finding,) = scan({"calc.py": source}, PATTERNS)
+    assert finding.found is not None and "\x1b" not in finding.found
+    assert "…" in finding.found and len(finding.found) < 300

@@ -385,7 +385,8 @@ def _scan_file(
                     if hit.line in seen or changed.isdisjoint(hit.evidence):
                         continue
                     seen.add(hit.line)
-                    hits.append(_Hit(path, hit.line, pattern, _snippet(lines, hit.line), hit.why))
+                    snippet = _snippet(lines, hit.line)
+                    hits.append(_Hit(path, hit.line, pattern, snippet, _escaped(hit.why, 80)))
     hits.sort(key=lambda h: (h.line, h.pattern.id))
     return hits
 
@@ -471,9 +472,13 @@ def _note(notes: list[str] | None, line: str) -> None:
 
 def _snippet(lines: Sequence[str], line: int) -> str:
     """The source line, trimmed, with control characters escaped (it is the agent's text)."""
-    text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+    return _escaped(lines[line - 1].strip() if 0 < line <= len(lines) else "", _SNIPPET)
+
+
+def _escaped(text: str, limit: int) -> str:
+    """`text` of the agent's with its control characters escaped, cut to `limit`."""
     text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-    return text if len(text) <= _SNIPPET else text[: _SNIPPET - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _finding(hit: _Hit) -> Finding:
@@ -894,7 +899,10 @@ def _always_succeeds(
     compared = [a.arg for a in positional[1:2]]
     if args.vararg is not None and len(positional) < 2:
         compared.append(args.vararg.arg)
-    body = [func.body] if isinstance(func, ast.Lambda) else list(_returned(func.body))
+    if isinstance(func, ast.Lambda):
+        body = [func.body]
+    else:
+        body = sorted(_returned(func.body), key=lambda v: (v.lineno, v.col_offset))
     values = [v for v in body if not (isinstance(v, ast.Name) and v.id == "NotImplemented")]
     if not values:
         return None
@@ -917,7 +925,11 @@ def _returned(body: Sequence[ast.stmt]) -> Iterator[ast.expr]:
     while stack:
         node = stack.pop()
         if isinstance(node, ast.Return):
-            yield node.value if node.value is not None else ast.Constant(None)
+            yield (
+                node.value
+                if node.value is not None
+                else ast.Constant(None, lineno=node.lineno, col_offset=node.col_offset)
+            )
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
             continue
         stack.extend(ast.iter_child_nodes(node))
