@@ -871,3 +871,20 @@ def test_the_rule_named_is_the_agents_text_escaped_and_cut() -> None:
     (finding,) = scan({"calc.py": source}, PATTERNS)
     assert finding.found is not None and "\x1b" not in finding.found
     assert "…" in finding.found and len(finding.found) < 300
+
+
+@pytest.mark.parametrize("separator", [b"\x1c", b"\x0c", b"\x85", b"\xe2\x80\xa8"])
+def test_a_line_break_python_does_not_count_cannot_borrow_a_base_lines_text(
+    separator: bytes,
+) -> None:
+    """``str.splitlines`` breaks on more than Python does: the text a line number keys
+    must be the line Python numbers so, or a new statement would take an old one's text."""
+    base = b"import sys\n\n\ndef load(name, mod):\n    sys.modules[name] = mod\n"
+    head = (
+        b"import sys\n\n\ndef load(name, mod):  # "
+        + separator
+        + b"    sys.modules[name] = mod\n    sys.modules['_pytest.python'] = None\n"
+    )
+    assert found_ids(scan({"calc.py": head}, PATTERNS, base={"calc.py": base})) == [
+        ("sys-modules-surgery", 5)
+    ]

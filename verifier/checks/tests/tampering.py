@@ -358,7 +358,7 @@ def _scan_file(
         )
         return []
     hits: list[_Hit] = []
-    lines = data.decode("utf-8", "replace").splitlines()
+    lines = _lines(data)
     regexes = [p for p in wanted if p.kind == "regex"]
     if regexes:
         new = _new_lines_of_text(lines, base)
@@ -394,6 +394,16 @@ def _scan_file(
 # -- what is new relative to the base ----------------------------------------------------
 
 
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+def _lines(data: bytes) -> list[str]:
+    """The lines as Python numbers them: only LF, CR LF and CR end one (a form feed or
+    a ``\\x1c`` in a comment must not shift the text a line number stands for)."""
+    lines = _NEWLINE.split(data.decode("utf-8", "replace"))
+    return lines[:-1] if lines and lines[-1] == "" else lines
+
+
 def _fold(text: str) -> str:
     return " ".join(text.split())
 
@@ -404,7 +414,7 @@ def _new_lines_of_text(lines: Sequence[str], base: bytes | None) -> set[int]:
     numbers = set(range(1, len(lines) + 1))
     if base is None:
         return numbers
-    before = Counter(_fold(t) for t in base.decode("utf-8", "replace").splitlines())
+    before = Counter(_fold(t) for t in _lines(base))
     now = Counter(_fold(t) for t in lines)
     return {n for n in numbers if now[_fold(lines[n - 1])] > before[_fold(lines[n - 1])]}
 
@@ -419,12 +429,11 @@ def _new_lines_of_python(tree: ast.Module, lines: Sequence[str], base: bytes | N
     everything = set(range(1, len(lines) + 2))
     if base is None:
         return everything
-    base_text = base.decode("utf-8", "replace")
     try:
         base_tree = ast.parse(base, filename="<base>")
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return everything
-    before = Counter(key for key, _ in _statements(base_tree, base_text.splitlines()))
+    before = Counter(key for key, _ in _statements(base_tree, _lines(base)))
     head = list(_statements(tree, lines))
     now = Counter(key for key, _ in head)
     old: set[int] = set()
