@@ -888,3 +888,36 @@ def test_a_line_break_python_does_not_count_cannot_borrow_a_base_lines_text(
     assert found_ids(scan({"calc.py": head}, PATTERNS, base={"calc.py": base})) == [
         ("sys-modules-surgery", 5)
     ]
+
+
+def test_an_old_line_whose_names_an_import_now_binds_elsewhere_is_new() -> None:
+    base = src("""
+        import io as b
+
+
+        def patch(f):
+            b.open = f
+    """)
+    head = base.replace(b"import io as b", b"import builtins as b")
+    assert found_ids(scan({"calc.py": head}, PATTERNS, base={"calc.py": base})) == [
+        ("builtins-patching", 5)
+    ]
+    # Binding a name to what it already stood for changes nothing.
+    again = IMPORTER + b"\n\ndef version():\n    import sys\n    return sys.version\n"
+    assert scan({"six.py": again}, PATTERNS, base={"six.py": IMPORTER}) == []
+
+
+def test_an_old_alias_of_a_function_whose_body_changed_is_new() -> None:
+    base = src("""
+        def _same(self, other):
+            return self.key == other.key
+
+
+        class Result:
+            __eq__ = _same
+    """)
+    head = base.replace(b"return self.key == other.key", b"return True")
+    assert found_ids(scan({"calc.py": head}, PATTERNS, base={"calc.py": base})) == [
+        ("always-equal-comparison", 6)
+    ]
+    assert scan({"calc.py": base}, PATTERNS, base={"calc.py": base}) == []

@@ -22,7 +22,8 @@ Which files, and which lines of them, are the run's and the session's:
   code skip. There is no list of test folders here to differ from the run's.
 * Only what the session added or changed is reported: a hit counts when its
   evidence (the statement, or the whole method for a comparison) holds a
-  statement that is new relative to the base. A statement is keyed by its
+  statement that is new relative to the base, or uses a name that an import
+  now binds to something it did not bind at the base. A statement is keyed by its
   enclosing function or class and its text (whitespace folded), and counted:
   one that occurs more often at the head than at the base, in that scope, is
   new (each copy of it), so a line moved or copied into another function, or
@@ -378,11 +379,15 @@ def _scan_file(
             _note(notes, f"{path}: not scanned for tampering, not parseable Python ({reason})")
         else:
             found = _PythonFile(tree)
-            changed = _new_lines_of_python(tree, lines, base)
+            base_tree = _parsed(base)
+            changed = _new_lines_of_python(tree, lines, base_tree, base)
+            rebound = found.rebound(None if base_tree is None else _PythonFile(base_tree))
             for pattern in python:
                 seen: set[int] = set()
                 for hit in sorted(found.hits(pattern), key=lambda h: h.line):
-                    if hit.line in seen or changed.isdisjoint(hit.evidence):
+                    evidence = list(hit.evidence)
+                    fresh = not changed.isdisjoint(evidence) or found.uses(evidence, rebound)
+                    if hit.line in seen or not fresh:
                         continue
                     seen.add(hit.line)
                     snippet = _snippet(lines, hit.line)
@@ -419,19 +424,28 @@ def _new_lines_of_text(lines: Sequence[str], base: bytes | None) -> set[int]:
     return {n for n in numbers if now[_fold(lines[n - 1])] > before[_fold(lines[n - 1])]}
 
 
-def _new_lines_of_python(tree: ast.Module, lines: Sequence[str], base: bytes | None) -> set[int]:
+def _parsed(base: bytes | None) -> ast.Module | None:
+    """The base's file parsed; None when it is absent or does not parse."""
+    if base is None:
+        return None
+    try:
+        return ast.parse(base, filename="<base>")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def _new_lines_of_python(
+    tree: ast.Module, lines: Sequence[str], base_tree: ast.Module | None, base: bytes | None
+) -> set[int]:
     """The lines of the head file that belong to a new statement, or to none (the safe side).
 
     A statement is new when its key (enclosing scope, folded text of its lines,
     the header only for a compound statement) occurs more often at the head than
-    at the base; a base that does not parse makes every line new.
+    at the base; without a base tree (a new file, or one that did not parse),
+    every line is new.
     """
     everything = set(range(1, len(lines) + 2))
-    if base is None:
-        return everything
-    try:
-        base_tree = ast.parse(base, filename="<base>")
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    if base_tree is None or base is None:
         return everything
     before = Counter(key for key, _ in _statements(base_tree, _lines(base)))
     head = list(_statements(tree, lines))
@@ -538,22 +552,51 @@ class _PythonFile:
         # Local name -> the dotted name it stands for, from every import in the file
         # (whatever the scope: a tripwire prefers a false alarm to a miss).
         self.aliases: dict[str, str] = {}
+        # Local name -> every dotted name an import binds it to: a hit on a statement the
+        # base had counts when what its names stand for changed.
+        self.targets: dict[str, set[str]] = {}
         for node in self.nodes:
+            bound: list[str] = []
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.asname:
                         self.aliases[alias.asname] = alias.name
+                        bound.append(alias.asname)
                     else:
                         top = alias.name.split(".")[0]
                         self.aliases[top] = top
+                        bound.append(top)
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 for alias in node.names:
                     if alias.name != "*":
                         self.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+                        bound.append(alias.asname or alias.name)
             elif isinstance(node, ast.Assign) and len(node.targets) == 1:
                 target, imported = node.targets[0], self._dynamic_import(node.value, bound=True)
                 if isinstance(target, ast.Name) and imported is not None:
                     self.aliases[target.id] = imported
+                    bound.append(target.id)
+            for name in bound:
+                self.targets.setdefault(name, set()).add(self.aliases[name])
+
+    @functools.cached_property
+    def names_at(self) -> dict[int, set[str]]:
+        """Line -> the names read or written on it."""
+        found: dict[int, set[str]] = {}
+        for node in self.nodes:
+            if isinstance(node, ast.Name):
+                found.setdefault(node.lineno, set()).add(node.id)
+        return found
+
+    def rebound(self, base: _PythonFile | None) -> set[str]:
+        """The names an import binds here to something it did not bind at `base`."""
+        if base is None:
+            return set(self.targets)
+        return {n for n, t in self.targets.items() if not t <= base.targets.get(n, set())}
+
+    def uses(self, evidence: Iterable[int], names: Collection[str]) -> bool:
+        """Whether a line of `evidence` uses one of `names`."""
+        return any(not self.names_at.get(line, set()).isdisjoint(names) for line in evidence)
 
     def resolve(self, node: ast.AST) -> str | None:
         """The dotted name an expression stands for, through the file's imports."""
@@ -790,19 +833,22 @@ class _PythonFile:
                     if name is not None:
                         why = self._always(name, value, names)
                         if why is not None:
-                            yield _Found(_first_line(stmt), _lines_of(stmt), why)
+                            evidence = [*_lines_of(stmt), *self._defined(value)]
+                            yield _Found(_first_line(stmt), evidence, why)
             elif isinstance(node, ast.Assign | ast.AnnAssign):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for target in targets:
                     if isinstance(target, ast.Attribute) and target.attr in names:
                         why = self._always(target.attr, node.value, names)
                         if why is not None:
-                            yield _Found(node.lineno, _lines_of(node), why)
+                            evidence = [*_lines_of(node), *self._defined(node.value)]
+                            yield _Found(node.lineno, evidence, why)
             elif isinstance(node, ast.Call):
                 for name, value in self._set_members(node, names):
                     why = self._always(name, value, names)
                     if why is not None:
-                        yield _Found(node.lineno, _lines_of(node), why)
+                        evidence = [*_lines_of(node), *self._defined(value)]
+                        yield _Found(node.lineno, evidence, why)
 
     def _set_members(self, call: ast.Call, names: Collection[str]) -> Iterator[tuple[str, ast.AST]]:
         """The comparison methods a ``setattr(C, "__eq__", f)`` or ``type(n, b, {...})`` sets."""
@@ -813,6 +859,12 @@ class _PythonFile:
                 yield str(key.value), args[2]
         elif self._is(call.func, "type") and len(args) == 3:
             yield from _dict_members(args[2], names)
+
+    def _defined(self, value: ast.AST | None) -> range:
+        """The lines of the file's function `value` names (``__eq__ = _always``), if any."""
+        if isinstance(value, ast.Name) and value.id in self.functions:
+            return _lines_of(self.functions[value.id])
+        return range(0)
 
     def _always(self, name: str, value: ast.AST | None, names: Collection[str]) -> str | None:
         """Why `value`, bound as the comparison method `name`, always succeeds (None: no sign)."""
