@@ -750,6 +750,50 @@ ALWAYS_EQUAL: dict[str, tuple[bytes, str]] = {
         """),
         "always-equal-comparison at line 3 (__lt__ always returns not None)",
     ),
+    "declines-only-another-class": (
+        src("""
+            class R:
+                def __eq__(self, other):
+                    if not isinstance(other, str):
+                        return NotImplemented
+                    return True
+        """),
+        "always-equal-comparison at line 2 (__eq__ always returns True)",
+    ),
+    "ignores-its-own-object": (
+        src("""
+            class R:
+                def __eq__(self, other):
+                    return other is not None
+        """),
+        "always-equal-comparison at line 2 (__eq__ ignores its own object 'self')",
+    ),
+    "isinstance-of-object": (
+        src("""
+            class R:
+                def __eq__(self, other):
+                    return isinstance(other, object)
+        """),
+        "always-equal-comparison at line 2 (__eq__ always returns isinstance(other, object))",
+    ),
+    "set-at-run-time-to-a-mock": (
+        src("""
+            from unittest import mock
+            class R:
+                pass
+            R.__eq__ = mock.Mock(return_value=True)
+        """),
+        "always-equal-comparison at line 4 "
+        "(__eq__ set at run time to mock.Mock(return_value=True))",
+    ),
+    "a-mocks-answer": (
+        src("""
+            from unittest import mock
+            RESULT = mock.MagicMock()
+            RESULT.__eq__.return_value = True
+        """),
+        "always-equal-comparison at line 3 (a mock's __eq__ is given its return_value)",
+    ),
     "str-subclass": (
         src("""
             class Text(str):
@@ -801,6 +845,38 @@ ORDINARY_COMPARISONS: dict[str, bytes] = {
                 if self is other:
                     return True
                 return self.a == other.a
+    """),
+    "stateless-class-equal-to-its-own": src("""
+        class SHA1:
+            name = "sha1"
+
+            def __eq__(self, other):
+                if not isinstance(other, SHA1):
+                    return NotImplemented
+                return True
+
+            def __ne__(self, other):
+                if not isinstance(other, type(self)):
+                    return NotImplemented
+                return False
+    """),
+    "equal-by-its-class": src("""
+        class Void:
+            def __eq__(self, other):
+                return isinstance(other, Void)
+    """),
+    "super": src("""
+        class P(Base):
+            def __eq__(self, other):
+                return super().__eq__(other) and self.extra == other.extra
+
+            def __ne__(self, other):
+                return super().__ne__(other)
+    """),
+    "set-at-run-time-comparing-fields": src("""
+        class P:
+            pass
+        P.__eq__ = lambda self, other: (self.a, self.b) == (other.a, other.b)
     """),
     "unorderable": src("""
         class P:

@@ -831,21 +831,30 @@ class _PythonFile:
                 for stmt in node.body:
                     name, value = _member(stmt, names)
                     if name is not None:
-                        why = self._always(name, value, names)
+                        why = self._always(name, value, names, owner=node.name)
                         if why is not None:
                             evidence = [*_lines_of(stmt), *self._defined(value)]
                             yield _Found(_first_line(stmt), evidence, why)
             elif isinstance(node, ast.Assign | ast.AnnAssign):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for target in targets:
-                    if isinstance(target, ast.Attribute) and target.attr in names:
-                        why = self._always(target.attr, node.value, names)
+                    if not isinstance(target, ast.Attribute):
+                        continue
+                    if target.attr in names:
+                        why = self._always(target.attr, node.value, names, at_run_time=True)
                         if why is not None:
                             evidence = [*_lines_of(node), *self._defined(node.value)]
                             yield _Found(node.lineno, evidence, why)
+                    elif target.attr in _MOCK_ANSWERS:
+                        # `m.__eq__.return_value = True`: a mock's comparison told what to say
+                        configured = target.value
+                        if isinstance(configured, ast.Attribute) and configured.attr in names:
+                            why = f"a mock's {configured.attr} is given its {target.attr}"
+                            yield _Found(node.lineno, _lines_of(node), why)
             elif isinstance(node, ast.Call):
                 for name, value in self._set_members(node, names):
-                    why = self._always(name, value, names)
+                    at_run_time = self._is(node.func, "setattr")
+                    why = self._always(name, value, names, at_run_time=at_run_time)
                     if why is not None:
                         evidence = [*_lines_of(node), *self._defined(value)]
                         yield _Found(node.lineno, evidence, why)
@@ -866,15 +875,30 @@ class _PythonFile:
             return _lines_of(self.functions[value.id])
         return range(0)
 
-    def _always(self, name: str, value: ast.AST | None, names: Collection[str]) -> str | None:
-        """Why `value`, bound as the comparison method `name`, always succeeds (None: no sign)."""
+    def _always(
+        self,
+        name: str,
+        value: ast.AST | None,
+        names: Collection[str],
+        *,
+        at_run_time: bool = False,
+        owner: str | None = None,
+    ) -> str | None:
+        """Why `value`, bound as the comparison method `name`, always succeeds (None: no sign).
+
+        `at_run_time`: set on a class or object after it was made (``C.__eq__ = v``),
+        where anything but a function the file shows is suspect (``Mock(return_value=True)``).
+        `owner` is the class whose body binds it.
+        """
         if isinstance(value, ast.Lambda | ast.FunctionDef | ast.AsyncFunctionDef):
-            return _always_succeeds(name, value)
+            return _always_succeeds(name, value, owner)
         if isinstance(value, ast.Name) and value.id in self.functions:
-            return _always_succeeds(name, self.functions[value.id])
+            return _always_succeeds(name, self.functions[value.id], owner)
         target = value.attr if isinstance(value, ast.Attribute) else getattr(value, "id", None)
         if target in names and target != name:
             return f"{name} is bound to {target}"
+        if at_run_time and value is not None:
+            return f"{name} set at run time to {ast.unparse(value)}"
         return None
 
     def _builtin_comparisons(
@@ -909,6 +933,10 @@ class _PythonFile:
             return None
         name = name.removeprefix("builtins.")
         return name if name in bases else None
+
+
+# What a mock answers when called: set on a comparison, it decides every comparison.
+_MOCK_ANSWERS = frozenset({"return_value", "side_effect"})
 
 
 def _lines_of(node: ast.AST) -> range:
@@ -947,13 +975,16 @@ def _dict_members(node: ast.AST, names: Collection[str]) -> Iterator[tuple[str, 
 
 
 def _always_succeeds(
-    name: str, func: ast.Lambda | ast.FunctionDef | ast.AsyncFunctionDef
+    name: str, func: ast.Lambda | ast.FunctionDef | ast.AsyncFunctionDef, owner: str | None
 ) -> str | None:
     """Why the comparison method `name` defined by `func` always succeeds, or None.
 
-    It returns only constants, one of which makes the comparison succeed (true,
-    or false for ``__ne__``); or it never reads the argument it compares with
-    yet returns something other than ``NotImplemented``.
+    It returns only constants, each of which makes the comparison succeed (true,
+    or false for ``__ne__``), unless it declines whatever is not of its own
+    class `owner` (``if not isinstance(other, Owner): return NotImplemented``:
+    a stateless class equal to its own instances); or it never reads the
+    argument it compares with, or (an order) its own object, yet returns
+    something other than ``NotImplemented``.
     """
     args = func.args
     positional = [*args.posonlyargs, *args.args]
@@ -968,16 +999,86 @@ def _always_succeeds(
     if not values:
         return None
     truths = [_truth(v) for v in values]
+    if not isinstance(func, ast.Lambda) and _falls_through(func.body):
+        truths.append(False)  # the None of running off the end
     success = name != "__ne__"
+    own = positional[0].arg if positional else None
     if all(t is not None for t in truths):
-        if success in truths:
-            shown = ast.unparse(values[truths.index(success)])
-            return f"{name} always returns {shown}"
+        if all(t is success for t in truths) and not _declines_others(func, compared, own, owner):
+            return f"{name} always returns {ast.unparse(values[0])}"
         return None
     read = {n.id for n in ast.walk(func) if isinstance(n, ast.Name)}
     if compared and not read & set(compared):
         return f"{name} ignores its argument {compared[0]!r}"
+    # `return other is not None`: an equality or an order that never looks at its own
+    # object holds for whatever that object is (super(), __class__ and the class's own
+    # name look at what it is).
+    looks = {own, "super", "__class__", owner}
+    if own is not None and name in _ORDERS and not read & looks:
+        return f"{name} ignores its own object {own!r}"
     return None
+
+
+def _declines_others(
+    func: ast.Lambda | ast.FunctionDef | ast.AsyncFunctionDef,
+    compared: Sequence[str],
+    own: str | None,
+    owner: str | None,
+) -> bool:
+    """Whether `func` holds ``if not isinstance(<compared>, <its own class>): return
+    NotImplemented``: then it compares equal only to its own class's objects."""
+    if isinstance(func, ast.Lambda) or owner is None or not compared:
+        return False
+    for node in ast.walk(func):
+        test = node.test if isinstance(node, ast.If) else None
+        if not (isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)):
+            continue
+        check = test.operand
+        if not (
+            isinstance(check, ast.Call)
+            and getattr(check.func, "id", None) == "isinstance"
+            and len(check.args) == 2
+            and isinstance(check.args[0], ast.Name)
+            and check.args[0].id == compared[0]
+            and _is_own_class(check.args[1], own, owner)
+        ):
+            continue
+        assert isinstance(node, ast.If)
+        if any(isinstance(r, ast.Name) and r.id == "NotImplemented" for r in _returned(node.body)):
+            return True
+    return False
+
+
+def _is_own_class(node: ast.expr, own: str | None, owner: str) -> bool:
+    """``Owner``, ``type(self)`` or ``self.__class__``."""
+    if isinstance(node, ast.Name):
+        return node.id == owner
+    if isinstance(node, ast.Attribute) and node.attr == "__class__":
+        return isinstance(node.value, ast.Name) and node.value.id == own
+    if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "type" and node.args:
+        first = node.args[0]
+        return isinstance(first, ast.Name) and first.id == own
+    return False
+
+
+def _falls_through(body: Sequence[ast.stmt]) -> bool:
+    """Whether running `body` may reach its end (and return None); when unsure, yes."""
+    if not body:
+        return True
+    last = body[-1]
+    if isinstance(last, ast.Return | ast.Raise):
+        return False
+    if isinstance(last, ast.If):
+        return _falls_through(last.body) or _falls_through(last.orelse)
+    if isinstance(last, ast.With | ast.AsyncWith):
+        return _falls_through(last.body)
+    if isinstance(last, ast.Try):
+        tail = last.orelse or last.body
+        return _falls_through(tail) or any(_falls_through(h.body) for h in last.handlers)
+    return True
+
+
+_ORDERS = frozenset({"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"})
 
 
 def _returned(body: Sequence[ast.stmt]) -> Iterator[ast.expr]:
@@ -1013,6 +1114,10 @@ def _truth(node: ast.expr) -> bool | None:
         return decisive if decisive in truths else None
     if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "bool" and node.args:
         return _truth(node.args[0])
+    if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance":
+        kinds = node.args[1:2]
+        if kinds and isinstance(kinds[0], ast.Name) and kinds[0].id == "object":
+            return True  # everything is an object
     if isinstance(node, ast.Compare) and len(node.ops) == 1:
         left, right = node.left, node.comparators[0]
         same = isinstance(left, ast.Name) and isinstance(right, ast.Name) and left.id == right.id
