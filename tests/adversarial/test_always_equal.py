@@ -47,7 +47,7 @@ ATTACKS: dict[str, tuple[str, str]] = {
     # Compares, and reads its argument: only the rule on built-in types sees it.
     "str-subclass": (
         ADD + "\n\nclass _Text(str):\n    def __eq__(self, other):\n"
-        "        return str(other) == str(other)\n\n\n"
+        "        return str.__eq__(self, str(other)) or str(other).isdigit()\n\n\n"
         "def subtract(a, b):\n    return _Text(a - b + 1)\n",
         "builtin-comparison-override at line 6 (a subclass of str overrides __eq__)",
     ),
