@@ -168,15 +168,17 @@ def test_deleted_tests_are_restored_and_links_in_their_way_removed(
     (copy / "calc.py").write_text(BASE["calc.py"])
     (copy / "elsewhere").mkdir()
     os.symlink("elsewhere", copy / "tests")  # the tests folder made a link to another
-    notes = use_base_test_infra(repo.path, base, copy)
+    infra = use_base_test_infra(repo.path, base, copy)
     assert (copy / "tests").is_dir() and not (copy / "tests").is_symlink()
     assert (copy / "tests" / "test_calc.py").read_text() == TESTS
     assert (copy / "pytest.ini").read_text() == BASE["pytest.ini"]
     assert not list((copy / "elsewhere").iterdir())
-    assert sorted(notes) == [
+    assert sorted(infra.notes) == [
         "pytest.ini: missing at the head, restored from the base commit",
         "tests/test_calc.py: missing at the head, restored from the base commit",
     ]
+    # What the tampering scan leaves out: every path taken from the base, or removed.
+    assert infra.paths == {"pytest.ini", "tests/test_calc.py"}
 
 
 def test_an_unchanged_copy_is_left_alone(repo: GitRepo, tmp_path: Path) -> None:
@@ -184,7 +186,9 @@ def test_an_unchanged_copy_is_left_alone(repo: GitRepo, tmp_path: Path) -> None:
     for path, text in BASE.items():
         (copy / path).parent.mkdir(parents=True, exist_ok=True)
         (copy / path).write_text(text)
-    assert use_base_test_infra(repo.path, repo.head(), copy) == ()
+    infra = use_base_test_infra(repo.path, repo.head(), copy)
+    assert infra.notes == ()
+    assert infra.paths == {"pytest.ini", "tests/test_calc.py"}  # as at the base already
 
 
 @pytest.mark.parametrize(

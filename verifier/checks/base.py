@@ -83,6 +83,9 @@ class HeadState:
     # the tests check scans for tampering (`verifier.checks.tests.tampering`).
     changed: tuple[str, ...] = ()
     changed_blobs: Mapping[str, str] = field(default_factory=dict, repr=False)
+    # The blob ids at the base of the changed paths that are regular files there: the
+    # scan reports only what is new relative to them.
+    base_blobs: Mapping[str, str] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)

@@ -381,7 +381,10 @@ def _compare(
     mode = "worktree" if head is None else "commit"
     at_head = head_tree or {}
     blobs = {p: at_head[p].sha for p in changed if p in at_head and at_head[p].is_file}
-    state = HeadState(mode, base, head, dict(repo.worktree_state), tuple(sorted(changed)), blobs)
+    before = {p: base_tree[p].sha for p in changed if p in base_tree and base_tree[p].is_file}
+    state = HeadState(
+        mode, base, head, dict(repo.worktree_state), tuple(sorted(changed)), blobs, before
+    )
     return replace(result, facts=(state,))
 
 

@@ -4,9 +4,13 @@ that reaches into the test machinery after a run that would pass.
 The changed files are read as the changes check saw them: their blobs in the
 head commit, or, in worktree mode, the working tree's files read without
 following a link, which must still hash as the changes check hashed them
-(`tests.head_moved` otherwise). A hit of the scan (`verifier.checks.tests.tampering`)
-is `tests.tampering_suspected`: inconclusive, for a person to judge
-(docs/security.md).
+(`tests.head_moved` otherwise). Their blobs at the base are read too: only what
+is new relative to them is reported. What the run took from the base
+(`verifier.checks.tests.testinfra.BaseInfra`) is not scanned; when nothing was
+taken from there (``test_infra_from_base = false``), the repository's
+``test_paths`` are the test code. A hit of the scan
+(`verifier.checks.tests.tampering`) is `tests.tampering_suspected`:
+inconclusive, for a person to judge (docs/security.md).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import hashlib
 import os
 import stat
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,6 +27,7 @@ from verifier._internal.git import Git
 from verifier.checks.base import HeadState
 from verifier.checks.tests import tampering
 from verifier.checks.tests.judge import error
+from verifier.checks.tests.testinfra import DEFAULT_TEST_PATHS, BaseInfra, is_test_infra
 from verifier.errors import InfrastructureError
 from verifier.findings import CheckResult, CheckStatus
 from verifier.resources import tampering_patterns_file
@@ -29,26 +35,47 @@ from verifier.resources import tampering_patterns_file
 __all__ = ["scan"]
 
 
-def scan(repo_path: Path, head: HeadState, result: CheckResult) -> CheckResult:
+def scan(
+    repo_path: Path,
+    head: HeadState,
+    result: CheckResult,
+    infra: BaseInfra | None = None,
+    test_paths: Sequence[str] = DEFAULT_TEST_PATHS,
+) -> CheckResult:
     """`result`, made inconclusive when the changed files reach into the test machinery.
 
+    `infra` is what the run took from the base (those paths are not scanned);
+    None when it took nothing, and then `test_paths` are the test code.
     The scan's time is added to the result's; an error of its own (the changed
     files cannot be read, or the working tree moved) is timed from the scan's start.
     """
     started = time.monotonic()
     patterns = tampering.load_patterns(tampering_patterns_file())
     cap = patterns.max_file_bytes + 1  # one byte over the cap is enough to skip a file
-    wanted = [p for p in head.changed if patterns.applicable(p)]
+    exempt = infra.paths if infra is not None else frozenset()
+    test_code = frozenset(
+        () if infra is not None else (p for p in head.changed if is_test_infra(p, test_paths))
+    )
+    wanted = [
+        p for p in head.changed if p not in exempt and patterns.applicable(p, test=p in test_code)
+    ]
     files: dict[str, bytes] = {}
+    base: dict[str, bytes] = {}
     try:
-        if head.mode == "commit":
-            paths = [p for p in wanted if p in head.changed_blobs]
-            with Git(repo_path).cat_file([head.changed_blobs[p] for p in paths]) as batch:
-                for path in paths:
-                    kept = _Head(cap)
-                    batch.stream(head.changed_blobs[path], kept.add)
-                    files[path] = bytes(kept.data)
-        else:
+        # The base's versions first, then the head's blobs, in one git.
+        before = [p for p in wanted if p in head.base_blobs]
+        paths = [p for p in wanted if p in head.changed_blobs] if head.mode == "commit" else []
+        ids = [head.base_blobs[p] for p in before] + [head.changed_blobs[p] for p in paths]
+        with Git(repo_path).cat_file(ids) as batch:
+            for path in before:
+                kept = _Head(cap)
+                batch.stream(head.base_blobs[path], kept.add)
+                base[path] = bytes(kept.data)
+            for path in paths:
+                kept = _Head(cap)
+                batch.stream(head.changed_blobs[path], kept.add)
+                files[path] = bytes(kept.data)
+        if head.mode != "commit":
             for path in wanted:
                 kept = _Head(cap)
                 if not _read_in_root(repo_path.resolve(), path, kept):
@@ -66,7 +93,7 @@ def scan(repo_path: Path, head: HeadState, result: CheckResult) -> CheckResult:
     except InfrastructureError as exc:
         return error(started, "tests.snapshot_failed", f"the changed files: {exc}")
     notes: list[str] = []
-    findings = tampering.scan(files, patterns, notes=notes)
+    findings = tampering.scan(files, patterns, base=base, test_code=test_code, notes=notes)
     elapsed = time.monotonic() - started
     status = CheckStatus.ERROR if findings else result.status
     return replace(

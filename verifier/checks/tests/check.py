@@ -51,7 +51,8 @@
 `TestsCheck.run` then takes one more: after a run that would pass, it scans the
 files the session changed for code that reaches into the test machinery
 (`verifier.checks.tests.changed`, with the patterns of
-`verifier.checks.tests.tampering`): a hit is `tests.tampering_suspected`,
+`verifier.checks.tests.tampering`), leaving out what step 3 took from the base
+(the result's `BaseInfra` fact): a hit is `tests.tampering_suspected`,
 inconclusive, for a person to judge.
 
 Nothing is ever run in the user's repository, and the repository is not
@@ -78,7 +79,7 @@ from verifier.checks.tests import NAME, changed, compiled, judge, results, runne
 from verifier.checks.tests.cache import Hit, cache_key, cached, keep, reused, tree_digest
 from verifier.checks.tests.hidden import hidden_paths
 from verifier.checks.tests.results import Channel
-from verifier.checks.tests.testinfra import TestInfraError, use_base_test_infra
+from verifier.checks.tests.testinfra import BaseInfra, TestInfraError, use_base_test_infra
 from verifier.config import Config, RepositoryConfig
 from verifier.errors import InfrastructureError, ObjectCorrupt
 from verifier.findings import CheckResult, CheckStatus
@@ -121,7 +122,8 @@ class TestsCheck:
         )
         if result.status is CheckStatus.PASS:
             # The run passed: was it the code's doing, or did the code reach into the runner?
-            result = changed.scan(context.repo_path, head, result)
+            infra = next((f for f in result.facts if isinstance(f, BaseInfra)), None)
+            result = changed.scan(context.repo_path, head, result, infra, context.repo.test_paths)
         return result
 
 
@@ -175,7 +177,8 @@ def check(
         with _folder(config) as folder:
             say(f"copying the head state into {folder.root}/")
             # 3. The copy.
-            snapshot, infra_notes, native = _copy(job, folder)
+            snapshot, infra, infra_notes, native = _copy(job, folder)
+            facts = (infra,) if infra is not None else ()
             # 4. The cache.
             key, hit = _lookup(job, cache, folder, snapshot, argv)
             if hit is not None:
@@ -183,6 +186,7 @@ def check(
                 kind = runners.results_kind(argv, job.command, job.repository)
                 notes = (*infra_notes, *runners.guarantee_notes(kind))
                 kept = reused(hit, job.mode, snapshot, notes)
+                kept = replace(kept, facts=kept.facts + facts)
                 return judge.timed(compiled.inconclusive(kept, native), started)
             # 5. The launch.
             launch = _launch(job, folder, argv, bin_dirs)
@@ -212,7 +216,7 @@ def check(
         keep(cache, key, session_id, result)
     result = compiled.inconclusive(result, native)
     notes = (*result.notes, *infra_notes, *runners.guarantee_notes(launch.kind))
-    return judge.timed(replace(result, notes=notes), started)
+    return judge.timed(replace(result, notes=notes, facts=result.facts + facts), started)
 
 
 @dataclass(frozen=True)
@@ -294,10 +298,13 @@ def _folder(config: Config) -> Iterator[_Folder]:
         yield folder
 
 
-def _copy(job: _Job, folder: _Folder) -> tuple[SnapshotInfo, tuple[str, ...], list[str]]:
+def _copy(
+    job: _Job, folder: _Folder
+) -> tuple[SnapshotInfo, BaseInfra | None, tuple[str, ...], list[str]]:
     """Step 3: the head state copied into ``work/``, as the changes check read it, with the
-    test infrastructure of the base and no bytecode; the notes say what came from the base
-    and what was removed, and the list names the native files that are not the base's."""
+    test infrastructure of the base and no bytecode: what came from the base (None:
+    nothing was taken), the notes saying so and what bytecode was removed, and the
+    native files that are not the base's."""
     config, repository = job.config, job.repository
     try:
         snapshot = materialize(
@@ -319,10 +326,10 @@ def _copy(job: _Job, folder: _Folder) -> tuple[SnapshotInfo, tuple[str, ...], li
                 + " differ between the changes check and the copy for the tests",
                 mode=job.mode,
             )
-    notes: tuple[str, ...] = ()
+    infra: BaseInfra | None = None
     if job.base_commit is not None and repository.test_infra_from_base:
         try:
-            notes = use_base_test_infra(
+            infra = use_base_test_infra(
                 job.repo_path,
                 job.base_commit,
                 folder.work,
@@ -336,7 +343,9 @@ def _copy(job: _Job, folder: _Folder) -> tuple[SnapshotInfo, tuple[str, ...], li
         native = compiled.changed_native(job.repo_path, job.base_commit, folder.work, found.native)
     except compiled.NativeReadError as exc:
         raise _Stop("tests.base_infra_failed", str(exc), mode=job.mode) from None
-    return snapshot, (*notes, *compiled.strip_bytecode(folder.work, found)), native
+    taken = infra.notes if infra is not None else ()
+    notes = (*taken, *compiled.strip_bytecode(folder.work, found))
+    return snapshot, infra, notes, native
 
 
 def _moved(expected: Mapping[str, str], copied: Mapping[str, str]) -> list[str]:

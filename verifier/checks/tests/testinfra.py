@@ -12,7 +12,9 @@ when one is configured), whatever the head holds:
 
 `use_base_test_infra` rewrites the copy: a path of that kind the session added
 is removed (its tests do not run), one it changed is put back as it was, one it
-deleted is restored. Each is a note of the verdict, not a failure: an honest
+deleted is restored; it returns the notes and every path it so took from the
+base (`BaseInfra`), which the tampering scan skips and nothing else. Each is a
+note of the verdict, not a failure: an honest
 session that adds a dependency to ``pyproject.toml`` is still delivered, and
 what the agent did to the tests is visible. An operator who wants such a
 change to fail lists it in ``protected_paths`` (``on_change = "fail"``); one
@@ -37,6 +39,7 @@ from verifier.errors import InfrastructureError
 __all__ = [
     "CONFIG_NAMES",
     "DEFAULT_TEST_PATHS",
+    "BaseInfra",
     "TestInfraError",
     "is_test_infra",
     "pytest_config_names",
@@ -100,6 +103,16 @@ class TestInfraError(InfrastructureError):
 
 
 @dataclass(frozen=True)
+class BaseInfra:
+    """What `use_base_test_infra` did to the copy: its notes, and the paths of the test
+    infrastructure, each in the copy as at the source or removed from it (`paths`):
+    the head's bytes of those never run."""
+
+    notes: tuple[str, ...]
+    paths: frozenset[str]
+
+
+@dataclass(frozen=True)
 class _Entry:
     mode: str
     oid: str
@@ -119,12 +132,13 @@ def use_base_test_infra(
     *,
     test_paths: Sequence[str] = DEFAULT_TEST_PATHS,
     trusted_ref: str | None = None,
-) -> tuple[str, ...]:
+) -> BaseInfra:
     """Make the test infrastructure in `copy` what it is at `base` (or `trusted_ref`'s tip).
 
     `copy` is the head state materialized for the tests; nothing else of it is
-    touched, and the repository is only read. Returns the notes: one per path
-    removed, put back or restored (at most `_MAX_NOTES`, then a count).
+    touched, and the repository is only read. Returns the notes, one per path
+    removed, put back or restored (at most `_MAX_NOTES`, then a count), and the
+    paths it governs: every one of them is in the copy as at the source, or absent.
     Raises `TestInfraError` when git cannot give the base versions.
     """
     git = Git(repo_path, error=TestInfraError)
@@ -155,7 +169,7 @@ def use_base_test_infra(
     if len(notes) > _MAX_NOTES:
         more = len(notes) - _MAX_NOTES
         notes = [*notes[:_MAX_NOTES], f"and {more} more test infrastructure paths as at {where}"]
-    return tuple(notes)
+    return BaseInfra(tuple(notes), frozenset(in_copy | at_base.keys()))
 
 
 def _is_config(path: str) -> bool:
