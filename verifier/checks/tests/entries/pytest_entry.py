@@ -72,6 +72,15 @@ def _reporter(folder: str) -> ModuleType:
     return module
 
 
+def _monitor(folder: str) -> ModuleType:
+    """The monitor (`monitor.py` beside this file), kept out of ``sys.modules``."""
+    spec = importlib.util.spec_from_file_location("_verifier_monitor", f"{folder}/monitor.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def main() -> None:
     folder = os.path.dirname(os.path.abspath(__file__))
     if sys.path and os.path.abspath(sys.path[0] or ".") == folder:
@@ -87,8 +96,9 @@ def main() -> None:
         with contextlib.suppress(ImportError):  # a part this Python or pytest lacks
             importlib.import_module(name)
     reporter = _reporter(folder)
-    if fd >= 0:
-        reporter.channel(fd)
+    if fd >= 0:  # the monitor, before any file of the tree is importable
+        _monitor(folder).install(fd, folder)
+        reporter.channel()
     sys.path.append(os.getcwd())
     sys.argv = [sys.argv[0], *args]
     sys.exit(int(pytest.main(args, plugins=[reporter])))
