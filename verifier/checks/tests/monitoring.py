@@ -30,13 +30,14 @@ from verifier.checks.tests.results import MonitorEvent
 from verifier.checks.tests.testinfra import is_test_infra
 from verifier.findings import Finding
 
-__all__ = ["MAX_FINDINGS", "MONITOR", "SOURCE_FILES", "findings", "prepare", "watched"]
+__all__ = ["CODES", "MAX_FINDINGS", "MONITOR", "SOURCE_FILES", "findings", "prepare", "watched"]
 
 MONITOR = Path(__file__).resolve().parent / "entries" / "monitor.py"
 # Changed files a test may read as they are: the code the change is about (a test may
 # read the module under test's source, as inspect.getsource or doctest do).
 SOURCE_FILES = (".py", ".pyi")
 MAX_FINDINGS = 20
+CODES = frozenset({"tests.tampering_suspected", "tests.changed_data_read"})
 
 
 def watched(changed: Sequence[str], test_paths: Sequence[str]) -> list[str]:

@@ -338,9 +338,9 @@ def read_monitor(data: bytes) -> tuple[MonitorEvent, ...]:
 
 @dataclass(frozen=True)
 class Unsealed:
-    """The lines of a sealed channel, each checked (`lines`: their JSON, in order), and
+    """The lines of a sealed channel whose seal holds (`lines`: their JSON, in order), and
     the first problem: no seal first, a line whose seal does not hold (forged, or written
-    out of turn), one cut short."""
+    out of turn: every line after a dropped one), one cut short."""
 
     lines: list[bytes]
     problem: str | None = None
@@ -374,13 +374,16 @@ def unseal(data: bytes) -> Unsealed:
     if len(key) != 32:
         return Unsealed([], "line 1 is not the monitor's seal")
     lines: list[bytes] = []
-    for number, line in enumerate(raw[1:]):
+    for number, line in enumerate(raw[1:], 2):
         mac, _, body = line.partition(b" ")
-        message = b"%d " % number + body
+        message = b"%d " % len(lines) + body
         expected = hmac.new(key, message, hashlib.sha256).hexdigest()[:32].encode()
-        if not hmac.compare_digest(mac, expected):
-            return Unsealed(lines, f"line {number + 2} is not an event of our plugin")
-        lines.append(body)
+        if hmac.compare_digest(mac, expected):
+            lines.append(body)
+        else:
+            # Not ours (forged), or ours out of turn (one before it was dropped): the lines
+            # of ours that follow still hold, with the numbers they were sealed with.
+            problem = problem or f"line {number} is not an event of our plugin"
     return Unsealed(lines, problem)
 
 
