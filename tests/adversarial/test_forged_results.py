@@ -130,7 +130,13 @@ def test_lines_written_into_our_channel_by_the_code_under_test_are_a_disagreemen
     result = _run(repo, inject + FIXED)
 
     assert result.status is CheckStatus.FAIL, result.details["output_excerpt"]
-    assert _only(result)[0] == "tests.results_disagree"
+    assert [f.code for f in result.findings] == [
+        "tests.results_disagree",
+        "tests.tampering_suspected",  # the monitor saw /proc/self/cmdline opened
+    ]
+    assert result.findings[1].found == (
+        "monitor: channel-open at line 3: open of /proc/self/cmdline"
+    )
     # The forged line is not sealed by our monitor: it is not read as a report at all.
     assert result.details["results"]["reported"]["passed"] == 2
     problem = result.details["results"]["channel_problem"]

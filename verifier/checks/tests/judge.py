@@ -301,11 +301,15 @@ def verdict(
     the `details`; the notes say how the run was judged and isolated."""
     findings = judge(outcome, reading, timeout_s, is_pytest)
     facts = details(outcome, mode, snapshot, reading)
-    seen = monitoring.findings(reading.monitor, repository.changed_data) if not findings else []
-    if seen:
+    seen = monitoring.findings(reading.monitor, repository.changed_data)
+    if seen and not findings:
         # A pass the monitor saw reached into the runner, or read data the session changed:
         # for a person to judge.
         return CheckResult(NAME, CheckStatus.ERROR, tuple(seen), facts)
+    if findings and outcome.exit_code == 0:
+        # A run that exited 0 and still fails (its sources disagree, its session never
+        # finished): what the monitor saw says how.
+        findings = [*findings, *(f for f in seen if f.code == "tests.tampering_suspected")]
     if not findings and outcome.sandbox == "none" and config.network_isolation == "auto":
         # A pass proved nothing about code that could read and write the whole host;
         # a failure stays a failure.
