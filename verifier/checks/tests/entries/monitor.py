@@ -183,19 +183,16 @@ EVENTS: dict[str, dict[str, Any]] = {
 # Every ctypes event: reading or writing memory, calling C, loading libraries.
 for _name in (
     "addressof",
-    "call_function",
     "cdata",
     "cdata/buffer",
     "create_string_buffer",
     "create_unicode_buffer",
     "dlopen",
     "dlsym",
-    "dlsym/handle",
     "get_errno",
     "set_errno",
     "string_at",
     "wstring_at",
-    "PyObj_FromPtr",
 ):
     EVENTS["ctypes." + _name] = {
         "what": "ctypes",
