@@ -606,7 +606,12 @@ def install(fd: int, folder: str) -> None:
             return
         if event != "open" or not watch:
             return
-        full = text if isabs(text) else join(getcwd(), text)
+        if isabs(text):
+            if not text.startswith(roots):
+                return  # the import system's own reads, mostly: nothing of the copy
+            full = text
+        else:
+            full = join(getcwd(), text)
         real = realpath(full)
         rel = None
         for prefix in roots:
