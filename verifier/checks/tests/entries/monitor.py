@@ -10,10 +10,17 @@ What it does:
   line (``{"event": "seal", "key": ...}``) while no code of the tree has run,
   and from then on every line of ours carries an HMAC-SHA256 of its sequence
   number and its bytes under that key (``<mac> <json>``). The key lives only in
-  the closures of this module's functions, which nothing in the tree can reach
-  without the events below. So the tree can neither forge a line of ours nor
-  drop one (the numbers would skip), nor silence the channel by moving the
-  descriptor (the lines that should follow never come).
+  the closures of `install`, which nothing outside this module refers to (the
+  entries keep this module out of ``sys.modules``). So the tree can neither
+  forge a line of ours nor drop one (the numbers would skip), nor silence the
+  channel by moving the descriptor (the lines that should follow never come).
+* **Carries our reporter's lines.** The reporter sends each line with
+  ``sys.audit("verifier.send", event)``; the hook seals it only when the stack
+  that asks is ours and pytest's, called from our entry, with no frame of the
+  tree, the standard library (a thread, a finalizer) or code of no file on it.
+  Otherwise it reports a ``forged-line``. With each report and at the session's
+  end it checks that pytest's machinery is what it was (`KEY_OBJECTS`,
+  `KEY_HOOKS`, the plugins pytest registered: ``sys.audit("verifier.plugin", ...)``).
 * **Watches the run.** The hook sees every audited event of the process
   (`EVENTS`, the table below, is the list it reports). An event is attributed
   to the file whose code raised it: the frames are walked from the event
@@ -30,8 +37,11 @@ What it does:
 
 The settings come from ``monitor.json`` beside this file, written by the
 verifier: ``root`` (the copy), ``tests`` (its test files, relative), ``watch``
-(changed data files, relative) and ``junit`` (our report's path). The hot path
-costs a set lookup for the events it does not watch.
+(changed data files, relative), ``changed`` (the files the session changed: an
+event from a file it did not change counts only when a changed file's code is on
+the stack) and ``junit`` (our report's path). The hot path costs a set lookup for
+the events it does not watch; everything used at event time is bound at install,
+so the tree rebinding ``os.write`` or ``sys._getframe`` changes nothing here.
 """
 
 from __future__ import annotations
