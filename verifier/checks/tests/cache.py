@@ -82,7 +82,7 @@ def cache_key(
     watched: Sequence[str] = (),
 ) -> str:
     """SHA-256 over what decides a test run's result: the tree tested (`tree_digest`),
-    the changed data files the monitor watches (`watched`),
+    what the monitor is told of the session (`watched`: its changed files and data),
     the command as configured and as run, its timeout and how its results are read,
     the environment (interpreters, their installed packages, PATH, the platform),
     the sandbox settings, and the verifier's version."""

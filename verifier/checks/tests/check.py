@@ -353,8 +353,13 @@ def _lookup(
     if cache is None:
         return None, None
     tree = tree_digest(folder.work, snapshot, job.repository.test_paths)
-    # The data a test must not read depends on the base too, not only on the tree.
-    watched = monitoring.watched(job.changed or (), job.repository.test_paths)
+    # What the monitor is told depends on the base too, not only on the tree: the changed
+    # files (an old file's events count only below a changed one) and the data among them.
+    changed, test_paths = job.changed or (), job.repository.test_paths
+    watched = [
+        *(f"watch:{p}" for p in monitoring.watched(changed, test_paths)),
+        *(f"changed:{p}" for p in monitoring.code(changed, test_paths)),
+    ]
     key = cache_key(
         tree, job.command, argv, job.timeout_s, job.config, job.repository, watched=watched
     )

@@ -30,7 +30,16 @@ from verifier.checks.tests.results import MonitorEvent
 from verifier.checks.tests.testinfra import is_test_infra
 from verifier.findings import Finding
 
-__all__ = ["CODES", "MAX_FINDINGS", "MONITOR", "SOURCE_FILES", "findings", "prepare", "watched"]
+__all__ = [
+    "CODES",
+    "MAX_FINDINGS",
+    "MONITOR",
+    "SOURCE_FILES",
+    "code",
+    "findings",
+    "prepare",
+    "watched",
+]
 
 MONITOR = Path(__file__).resolve().parent / "entries" / "monitor.py"
 # Changed files a test may read as they are: the code the change is about (a test may
@@ -45,6 +54,11 @@ def watched(changed: Sequence[str], test_paths: Sequence[str]) -> list[str]:
     return sorted(
         p for p in changed if not is_test_infra(p, test_paths) and not p.endswith(SOURCE_FILES)
     )
+
+
+def code(changed: Sequence[str], test_paths: Sequence[str]) -> list[str]:
+    """The changed files outside the test paths: the session's code, for the monitor."""
+    return sorted(p for p in changed if not is_test_infra(p, test_paths))
 
 
 def prepare(
@@ -71,7 +85,7 @@ def prepare(
         "watch": watched(changed or (), test_paths),
     }
     if changed is not None:
-        settings["changed"] = sorted(changed)
+        settings["changed"] = code(changed, test_paths)
     (entry_folder / "monitor.json").write_text(json.dumps(settings), encoding="utf-8")
 
 
