@@ -244,3 +244,37 @@ def test_the_same_frame_walk_called_from_the_sessions_code_is_seen(tmp_path: Any
         "monitor: frame-walk at line 3: sys._getframe(): a frame of the running stack, "
         "in callers.py:5, which the session did not change"
     ]
+
+
+PLUGIN = "def pytest_report_header(config):\n    return 'calc'\n"
+PASSING_PLUGIN = PLUGIN + (
+    "\n\ndef pytest_runtest_makereport(item, call):\n    call.excinfo = None\n"
+)
+
+
+def plugin_repo(path: Any) -> GitRepo:
+    repo = GitRepo(path)
+    repo.commit(
+        {**BASE, "conftest.py": "pytest_plugins = ['calcplugin']\n", "calcplugin.py": PLUGIN},
+        "base",
+    )
+    return repo
+
+
+def test_a_plugin_the_base_names_rewritten_by_the_session_is_inconclusive(tmp_path: Any) -> None:
+    repo = plugin_repo(tmp_path / "calc")
+    v = verdict(repo, session(repo, {"calcplugin.py": PASSING_PLUGIN}))
+
+    found = monitored(v)
+    assert found[0] == "monitor: plugin-changed: plugin 'calcplugin' is a file the session changed"
+    assert (
+        "monitor: hook-injected at line 5: pytest_runtest_makereport implemented by the tree's code"
+    ) in found
+
+
+def test_a_plugin_the_base_names_left_alone_is_trusted(tmp_path: Any) -> None:
+    repo = plugin_repo(tmp_path / "calc")
+    v = verdict(repo, fixed_session(repo).report())
+
+    assert v.delivery_status is DeliveryStatus.DELIVERED, v.to_dict()
+    assert v.checks["tests"].details["results"]["monitor_events"] == 0

@@ -742,7 +742,10 @@ def install(fd: int, folder: str) -> None:
             file = vars(plugin).get("__file__") if type(plugin) is module_type else None
             if type(file) is str:
                 kind, rel = classify(file)
-                if kind == "tree":
+                if kind == "tree" and (changed is None or rel in changed):
+                    # Named by the base's configuration, but written by the session.
+                    suspect("plugin-changed", f"plugin {name!r} is a file the session changed", rel)
+                elif kind == "tree":
                     classify.trusted.add(rel)  # named by the base's configuration
             return
         event_data = args[0] if args else None
