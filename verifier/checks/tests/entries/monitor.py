@@ -374,13 +374,14 @@ class Classifier:
             return "stdlib", filename[8:-1]
         if type(filename) is not str or not self.isabs(filename):
             return "unknown", filename
-        for prefix in self.ours:
-            if filename.startswith(prefix):
-                return "ours", filename
+        # The copy first: our folder may hold it (unittest's entry lies beside ``work/``).
         for prefix in self.root:
             if filename.startswith(prefix):
                 rel = filename[len(prefix) :].replace(os.sep, "/")
                 return ("test" if rel in self.tests else "tree"), rel
+        for prefix in self.ours:
+            if filename.startswith(prefix):
+                return "ours", filename
         if "/site-packages/" in filename or "/dist-packages/" in filename:
             return "site", filename
         for prefix in self.stdlib:
