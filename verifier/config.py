@@ -184,6 +184,9 @@ class RepositoryConfig:
     # verifier/checks/tests/testinfra.py.
     test_infra_from_base: bool = Field(default=True, strict=True)
     test_paths: Globs = ("tests/**", "test/**", "**/test_*.py", "**/*_test.py")
+    # A file the session changed, outside the test paths and not Python source, that the
+    # base's tests read: "inconclusive" (tests.changed_data_read), or "accept".
+    changed_data: Literal["inconclusive", "accept"] = "inconclusive"
     # A ref only people update (e.g. refs/remotes/origin/main): the base must be in its history,
     # at most `trusted_max_behind` commits behind its tip (0: the tip itself).
     trusted_ref: Text | None = None

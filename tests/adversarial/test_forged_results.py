@@ -46,12 +46,21 @@ def _run(repo: GitRepo, calc: str) -> CheckResult:
 
 
 def _only(result: CheckResult) -> tuple[str, str | None, str | None]:
-    (finding,) = result.findings
+    """The one finding of the run, besides what the monitor saw."""
+    (finding,) = [f for f in result.findings if not (f.found or "").startswith("monitor: ")]
     return finding.code, finding.expected, finding.found
+
+
+def _monitored(result: CheckResult) -> list[str]:
+    return [f.found or "" for f in result.findings if (f.found or "").startswith("monitor: ")]
 
 
 def test_an_atexit_hook_that_rewrites_the_junit_report_and_exits_0_fails(repo: GitRepo) -> None:
     result = _run(repo, BROKEN + REWRITE_AT_EXIT)
+    found = _monitored(result)
+    assert len(found) == 1 and found[0].startswith(
+        "monitor: results-file at line 14: open of our JUnit report "
+    ), found
 
     assert result.status is CheckStatus.FAIL, result.details["output_excerpt"]
     assert _only(result) == (
@@ -130,8 +139,17 @@ def test_lines_written_into_our_channel_by_the_code_under_test_are_a_disagreemen
     result = _run(repo, inject + FIXED)
 
     assert result.status is CheckStatus.FAIL, result.details["output_excerpt"]
-    assert _only(result)[0] == "tests.results_disagree"
-    assert result.details["results"]["reported"]["passed"] == 3
+    assert [f.code for f in result.findings] == [
+        "tests.results_disagree",
+        "tests.tampering_suspected",  # the monitor saw /proc/self/cmdline opened
+    ]
+    assert result.findings[1].found == (
+        "monitor: channel-open at line 3: open of /proc/self/cmdline"
+    )
+    # The forged line is not sealed by our monitor: it is not read as a report at all.
+    assert result.details["results"]["reported"]["passed"] == 2
+    problem = result.details["results"]["channel_problem"]
+    assert problem.endswith("is not an event of our plugin"), problem
     assert result.details["results"]["summary"]["passed"] == 2
 
 

@@ -60,7 +60,8 @@ def patching_session(repo: GitRepo, *, commit: bool) -> dict[str, Any]:
 def test_calc_patching_pytests_runtest_is_inconclusive(repo: GitRepo, commit: bool) -> None:
     v = verdict(repo, patching_session(repo, commit=commit))
     tests = v.checks["tests"]
-    # The patched runner really did report a pass: only the scan keeps it from counting.
+    # The patched runner really did report a pass: the monitor and the scan keep it from
+    # counting.
     assert tests.details["exit_code"] == 0
     assert tests.details["counts"]["failed"] == 0
     assert v.checks["changes"].status is CheckStatus.PASS
@@ -75,6 +76,11 @@ def test_calc_patching_pytests_runtest_is_inconclusive(repo: GitRepo, commit: bo
             "calc.py",
             "runner-attribute-assignment at line 12: "
             "_pytest.python.Function.runtest = lambda self: None",
+        ),
+        (
+            None,
+            "monitor: runner-replaced: "
+            "_pytest.python:Function.runtest is not the object it was when pytest started",
         ),
     }
 

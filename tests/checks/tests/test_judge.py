@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.channel import sealed
 from tests.support.gitrepo import GitRepo
 from verifier._internal.sandbox.runner import RunOutcome
 from verifier._internal.snapshot import SnapshotInfo
@@ -44,6 +45,7 @@ REPORT = (
     b'{"event":"report","nodeid":"t::a","when":"call","outcome":"passed","category":"passed"}\n'
 )
 FINISH = b'{"event":"session_finish","exitstatus":0}\n'
+CHANNEL = sealed(REPORT.strip(), FINISH.strip())  # as our monitor seals them
 
 
 def outcome(**changes: object) -> RunOutcome:
@@ -227,14 +229,19 @@ def test_pytests_plugin_events_are_the_counts_and_the_other_sources_must_agree(
     junit.write_text('<testsuite><testcase name="a"/></testsuite>')
     app = RepositoryConfig("app")
 
-    agreed = judge.read_results(
-        "pytest", {}, outcome(), tmp_path, junit, REPORT + FINISH, False, app
-    )
+    agreed = judge.read_results("pytest", {}, outcome(), tmp_path, junit, CHANNEL, False, app)
     assert (agreed.counts, agreed.agreement) == (OutcomeCounts(1, 0, 0, 0), None)
     assert agreed.read["session_finished"] is True
 
     other_exit = judge.read_results(
-        "pytest", {}, outcome(exit_code=3), tmp_path, junit, REPORT + FINISH, False, app
+        "pytest",
+        {},
+        outcome(exit_code=3),
+        tmp_path,
+        junit,
+        CHANNEL,
+        False,
+        app,
     )
     assert other_exit.agreement is not None
     assert other_exit.agreement.code == "tests.results_disagree"
@@ -244,16 +251,14 @@ def test_pytests_plugin_events_are_the_counts_and_the_other_sources_must_agree(
     assert unfinished.agreement is not None
     assert unfinished.agreement.code == "tests.no_session_finish"
 
-    overflowed = judge.read_results(
-        "pytest", {}, outcome(), tmp_path, junit, REPORT + FINISH, True, app
-    )
+    overflowed = judge.read_results("pytest", {}, outcome(), tmp_path, junit, CHANNEL, True, app)
     assert overflowed.agreement is not None
     assert overflowed.agreement.found == "over the bound, or a writer outlived the run"
 
 
 def test_a_missing_junit_report_of_pytest_is_a_problem_not_counts(tmp_path: Path) -> None:
     reading = judge.read_results(
-        "pytest", {}, outcome(), tmp_path, tmp_path / "junit.xml", REPORT + FINISH, False,
+        "pytest", {}, outcome(), tmp_path, tmp_path / "junit.xml", CHANNEL, False,
         RepositoryConfig("app"),
     )  # fmt: skip
 

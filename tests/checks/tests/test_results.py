@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.channel import sealed
 from verifier.checks.tests.results import (
     MAX_REPORT_BYTES,
+    MonitorEvent,
     OutcomeCounts,
     UnreadableResults,
     count_junit,
@@ -212,21 +214,53 @@ def test_the_summary_line_is_read_in_every_form_pytest_prints_it() -> None:
 
 def test_channel_lines_cut_short_unknown_or_after_the_end_are_problems() -> None:
     report = (
-        b'{"event":"report","nodeid":"t::a","when":"call","outcome":"passed","category":"passed"}\n'
+        b'{"event":"report","nodeid":"t::a","when":"call","outcome":"passed","category":"passed"}'
     )
-    finish = b'{"event":"session_finish","exitstatus":0}\n'
+    finish = b'{"event":"session_finish","exitstatus":0}'
 
-    clean = read_pytest_events(report + finish)
+    clean = read_pytest_events(sealed(report, finish))
     assert (clean.exitstatus, clean.problem, clean.counts.tests) == (0, None, 1)
-    assert read_pytest_events(report + finish + report).problem == (
-        "line 3: an event after the session finished"
+    assert read_pytest_events(sealed(report, finish, report)).problem == (
+        "line 4: an event after the session finished"
     )
-    assert read_pytest_events(b"junk\n" + report + finish).problem == (
-        "line 1 is not an event of our plugin"
+    assert read_pytest_events(sealed(b"junk", report, finish)).problem == (
+        "line 2 is not an event of our plugin"
     )
-    cut = read_pytest_events(report + finish[:-5])
+    cut = read_pytest_events(sealed(report, finish)[:-5])
     assert cut.exitstatus is None
     assert cut.problem is not None and "cut short" in cut.problem
+
+
+def test_a_line_not_sealed_by_the_monitor_is_a_problem_and_ends_what_is_read() -> None:
+    report = (
+        b'{"event":"report","nodeid":"t::a","when":"call","outcome":"passed","category":"passed"}'
+    )
+    finish = b'{"event":"session_finish","exitstatus":0}'
+    good = sealed(report, finish)
+    forged = good.split(b"\n")
+    forged[1] = b"0" * 32 + b" " + report  # the right bytes, a MAC made without the key
+    dropped = sealed(report, finish).split(b"\n")
+    del dropped[1]  # the report's line dropped: the finish line's number is now wrong
+
+    assert read_pytest_events(b"\n".join(forged)).problem == "line 2 is not an event of our plugin"
+    assert read_pytest_events(b"\n".join(dropped)).problem == "line 2 is not an event of our plugin"
+    unsealed = read_pytest_events(report + b"\n" + finish + b"\n")
+    assert unsealed.problem == "line 1 is not the monitor's seal"
+    assert unsealed.exitstatus is None
+
+
+def test_the_monitor_events_are_read_apart_from_the_plugin_events() -> None:
+    finish = {"event": "session_finish", "exitstatus": 0}
+    seen = {"event": "monitor", "what": "frame-walk", "file": "calc.py", "line": 3, "detail": "x"}
+    data = {"event": "data_read", "file": "data/a.csv", "by": "tests/test_a.py", "line": 7}
+
+    run = read_pytest_events(sealed(finish, seen, data))
+
+    assert (run.problem, run.events, run.exitstatus) == (None, 1, 0)
+    assert run.monitor == (
+        MonitorEvent("frame-walk", "calc.py", 3, "x"),
+        MonitorEvent("data_read", "data/a.csv", 7, "", by="tests/test_a.py"),
+    )
 
 
 def test_a_teardown_error_after_a_failed_call_is_a_case_of_its_own_as_in_junit() -> None:
@@ -235,7 +269,7 @@ def test_a_teardown_error_after_a_failed_call_is_a_case_of_its_own_as_in_junit()
         {"event": "report", "nodeid": "t::a", "when": "teardown", "outcome": "failed"},
         {"event": "report", "nodeid": "t::b", "when": "setup", "outcome": "skipped"},
     ]
-    run = read_pytest_events(b"".join(json.dumps(e).encode() + b"\n" for e in lines))
+    run = read_pytest_events(sealed(*lines))
 
     assert run.counts.to_dict() == {"passed": 0, "failed": 1, "errors": 1, "skipped": 1}
     assert run.counts.tests == 3

@@ -78,14 +78,18 @@ def cache_key(
     timeout_s: float,
     config: Config,
     repository: RepositoryConfig,
+    *,
+    watched: Sequence[str] = (),
 ) -> str:
     """SHA-256 over what decides a test run's result: the tree tested (`tree_digest`),
+    what the monitor is told of the session (`watched`: its changed files and data),
     the command as configured and as run, its timeout and how its results are read,
     the environment (interpreters, their installed packages, PATH, the platform),
     the sandbox settings, and the verifier's version."""
     interpreter = argv[0] if argv else ""
     decided = {
         "tree": tree,
+        "watched": list(watched),
         "command": list(command),
         "argv": list(argv),
         "timeout_s": timeout_s,

@@ -75,7 +75,7 @@ from verifier._internal.sandbox import runner
 from verifier._internal.sandbox.runner import RunnerNotFound, RunOutcome, SandboxUnavailable
 from verifier._internal.snapshot import SnapshotError, SnapshotInfo, materialize, temp_parent
 from verifier.checks.base import Context, HeadState, TestResultCache, object_corrupt
-from verifier.checks.tests import NAME, changed, compiled, judge, results, runners
+from verifier.checks.tests import NAME, changed, compiled, judge, monitoring, results, runners
 from verifier.checks.tests.cache import Hit, cache_key, cached, keep, reused, tree_digest
 from verifier.checks.tests.hidden import hidden_paths
 from verifier.checks.tests.results import Channel
@@ -119,8 +119,9 @@ class TestsCheck:
             base_commit=head.base_commit,
             cache=context.test_cache,
             session_id=context.report.session_id,
+            changed_paths=head.changed,
         )
-        if result.status is CheckStatus.PASS:
+        if result.status is CheckStatus.PASS or _monitored(result):
             # The run passed: was it the code's doing, or did the code reach into the runner?
             infra = next((f for f in result.facts if isinstance(f, BaseInfra)), None)
             result = changed.scan(context.repo_path, head, result, infra, context.repo.test_paths)
@@ -128,6 +129,12 @@ class TestsCheck:
 
 
 CHECK = TestsCheck()
+
+
+def _monitored(result: CheckResult) -> bool:
+    """A run that would have passed but for what the monitor saw: the scan has its say too."""
+    codes = {f.code for f in result.findings}
+    return result.status is CheckStatus.ERROR and bool(codes) and codes <= monitoring.CODES
 
 
 def check(
@@ -144,6 +151,7 @@ def check(
     base_commit: str | None = None,
     cache: TestResultCache | None = None,
     session_id: str = "",
+    changed_paths: Sequence[str] | None = None,
 ) -> CheckResult:
     """Run the configured test command on a copy of the head state and judge the outcome,
     in the steps of the module's docstring.
@@ -154,7 +162,9 @@ def check(
     `on_start` is called once the test process exists. With `base_commit`, the
     test infrastructure comes from there (`verifier.checks.tests.testinfra`). With `cache`,
     a conclusive result is kept as `session_id`'s, and one kept for the same
-    `cache_key` is reused instead of running the tests.
+    `cache_key` is reused instead of running the tests. `changed_paths`, the paths the
+    session changed, tell the monitor which code is new and which data a test must not
+    read (`verifier.checks.tests.monitoring`).
     """
     job = _Job(
         repo_path,
@@ -167,6 +177,7 @@ def check(
         base_commit,
         cancel,
         on_start,
+        None if changed_paths is None else tuple(changed_paths),
     )
     started = time.monotonic()
     say = progress or (lambda _line: None)
@@ -233,6 +244,7 @@ class _Job:
     base_commit: str | None
     cancel: CancelToken | None
     on_start: Callable[[], None] | None
+    changed: tuple[str, ...] | None
 
     @property
     def mode(self) -> str:
@@ -366,7 +378,16 @@ def _lookup(
     if cache is None:
         return None, None
     tree = tree_digest(folder.work, snapshot, job.repository.test_paths)
-    key = cache_key(tree, job.command, argv, job.timeout_s, job.config, job.repository)
+    # What the monitor is told depends on the base too, not only on the tree: the changed
+    # files (an old file's events count only below a changed one) and the data among them.
+    changed, test_paths = job.changed or (), job.repository.test_paths
+    watched = [
+        *(f"watch:{p}" for p in monitoring.watched(changed, test_paths)),
+        *(f"changed:{p}" for p in monitoring.code(changed, test_paths)),
+    ]
+    key = cache_key(
+        tree, job.command, argv, job.timeout_s, job.config, job.repository, watched=watched
+    )
     return key, cached(cache, key)
 
 
@@ -405,12 +426,20 @@ def _launch(job: _Job, folder: _Folder, argv: list[str], bin_dirs: list[Path]) -
             repository.pytest_plugins,
             untrusted=[job.repo_path.resolve()],
         )
+        _monitor(job, folder, folder.root / "runner")
     elif kind == "unittest" and events is not None:
         argv = runners.with_unittest_entry(argv, folder.root, events[1])
+        _monitor(job, folder, folder.root)
     elif kind == "junit":
         read["globs"] = list(repository.results_junit)
         read["removed_before_run"] = results.prepare_reports(folder.work, repository.results_junit)
     return _Launch(argv, env, bin_dirs, kind, is_pytest, read, events)
+
+
+def _monitor(job: _Job, folder: _Folder, entry_folder: Path) -> None:
+    """The monitor and its settings beside our entry (`verifier.checks.tests.monitoring`)."""
+    paths = job.repository.test_paths
+    monitoring.prepare(entry_folder, folder.work, paths, job.changed, folder.junit)
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,8 @@ from typing import Any
 
 from verifier._internal.sandbox.runner import RunOutcome
 from verifier._internal.snapshot import SnapshotInfo
-from verifier.checks.tests import NAME, results
-from verifier.checks.tests.results import OutcomeCounts, PytestRun, UnreadableResults
+from verifier.checks.tests import NAME, monitoring, results
+from verifier.checks.tests.results import MonitorEvent, OutcomeCounts, PytestRun, UnreadableResults
 from verifier.config import Config, RepositoryConfig
 from verifier.findings import CheckResult, CheckStatus, Finding
 
@@ -80,6 +80,7 @@ class Reading:
     counts: OutcomeCounts | None = None
     problem: str | None = None
     agreement: Finding | None = None
+    monitor: tuple[MonitorEvent, ...] = ()
 
 
 def read_results(
@@ -100,11 +101,16 @@ def read_results(
     """
     counts, problem = _counts(kind, work, junit, events, repository, read)
     agreement = None
+    monitor: tuple[MonitorEvent, ...] = ()
     if kind == "pytest":
         run = results.read_pytest_events(events)
         agreement = _agreement(run, overflowed, counts, problem, outcome, read)
-        counts = run.counts
-    return Reading(kind, read, counts, problem, agreement)
+        counts, monitor = run.counts, run.monitor
+    elif kind == "unittest":
+        monitor = results.read_monitor(events)
+    if kind in ("pytest", "unittest"):
+        read["monitor_events"] = len(monitor)
+    return Reading(kind, read, counts, problem, agreement, monitor)
 
 
 def _counts(
@@ -295,6 +301,15 @@ def verdict(
     the `details`; the notes say how the run was judged and isolated."""
     findings = judge(outcome, reading, timeout_s, is_pytest)
     facts = details(outcome, mode, snapshot, reading)
+    seen = monitoring.findings(reading.monitor, repository.changed_data)
+    if seen and not findings:
+        # A pass the monitor saw reached into the runner, or read data the session changed:
+        # for a person to judge.
+        return CheckResult(NAME, CheckStatus.ERROR, tuple(seen), facts)
+    if findings and outcome.exit_code == 0:
+        # A run that exited 0 and still fails (its sources disagree, its session never
+        # finished): what the monitor saw says how.
+        findings = [*findings, *(f for f in seen if f.code == "tests.tampering_suspected")]
     if not findings and outcome.sandbox == "none" and config.network_isolation == "auto":
         # A pass proved nothing about code that could read and write the whole host;
         # a failure stays a failure.

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import errno
 import glob as globlib
+import hashlib
+import hmac
 import json
 import os
 import re
@@ -39,9 +41,11 @@ __all__ = [
     "MAX_REPORT_FILES",
     "SUMMARY_KEYS",
     "Channel",
+    "MonitorEvent",
     "OutcomeCounts",
     "PytestRun",
     "UnreadableResults",
+    "Unsealed",
     "count_junit",
     "find_reports",
     "parse_pytest_summary",
@@ -49,9 +53,11 @@ __all__ = [
     "read_bounded",
     "read_junit_file",
     "read_junit_reports",
+    "read_monitor",
     "read_pytest_events",
     "read_unittest",
     "unittest_counts",
+    "unseal",
 ]
 
 # All the reports of one run together; our own pytest report alone has the same bound.
@@ -254,7 +260,14 @@ def read_unittest(path: Path) -> OutcomeCounts:
 
 
 def unittest_counts(raw: bytes) -> OutcomeCounts:
-    """The counts our unittest entry (`entries/unittest_entry.py`) sent: one JSON line."""
+    """The counts our unittest entry (`entries/unittest_entry.py`) sent: one JSON line
+    (sealed by the monitor when it ran: `unseal`; the monitor's events are left out)."""
+    if raw.startswith(b'{"event":"seal"'):
+        sealed = unseal(raw)
+        if sealed.problem is not None:
+            raise UnreadableResults(f"{sealed.problem}: something else wrote to our channel")
+        lines = [line for line in sealed.lines if not _is_monitor(line)]
+        raw = b"".join(line + b"\n" for line in lines)
     if not raw.strip():
         raise UnreadableResults("our unittest entry reported nothing (the run ended first)")
     if raw.rstrip(b"\n").count(b"\n"):
@@ -274,6 +287,104 @@ def unittest_counts(raw: bytes) -> OutcomeCounts:
             )
         values.append(value)
     return OutcomeCounts(*values)
+
+
+def _is_monitor(line: bytes) -> bool:
+    return line.startswith((b'{"event":"monitor', b'{"event":"data_read"'))
+
+
+@dataclass(frozen=True)
+class MonitorEvent:
+    """What the monitor (`entries/monitor.py`) saw: an event of its table, a runner object
+    replaced (`what`, with the tree's `file` and `line` when known), or a changed data
+    file a test read (`what` = ``data_read``, `file` the data, `by` the test file)."""
+
+    what: str
+    file: str
+    line: int
+    detail: str
+    by: str = ""
+
+    @classmethod
+    def of(cls, event: dict[str, Any]) -> MonitorEvent | None:
+        line = event.get("line")
+        number = line if isinstance(line, int) and not isinstance(line, bool) else 0
+        if event.get("event") == "data_read":
+            return cls(
+                "data_read", str(event.get("file", "")), number, "", str(event.get("by", ""))
+            )
+        if event.get("event") == "monitor_error":
+            return cls("monitor-error", "", 0, str(event.get("error", "")))
+        if event.get("event") == "monitor":
+            return cls(
+                str(event.get("what", "")),
+                str(event.get("file", "")),
+                number,
+                str(event.get("detail", "")),
+            )
+        return None
+
+
+def read_monitor(data: bytes) -> tuple[MonitorEvent, ...]:
+    """What the monitor saw, from a sealed channel's lines that hold (`unseal`)."""
+    found = []
+    for line in unseal(data).lines:
+        event = _event(line)
+        seen = MonitorEvent.of(event) if event is not None else None
+        if seen is not None:
+            found.append(seen)
+    return tuple(found)
+
+
+@dataclass(frozen=True)
+class Unsealed:
+    """The lines of a sealed channel whose seal holds (`lines`: their JSON, in order), and
+    the first problem: no seal first, a line whose seal does not hold (forged, or written
+    out of turn: every line after a dropped one), one cut short."""
+
+    lines: list[bytes]
+    problem: str | None = None
+
+
+def unseal(data: bytes) -> Unsealed:
+    """Check a channel our monitor sealed: its first line holds the key, each later line
+    is ``<mac> <json>``, the MAC being HMAC-SHA256 (first 16 bytes, hex) of the line's
+    number (from 0) and its JSON under that key."""
+    raw = data.split(b"\n")
+    problem: str | None = None
+    if raw and raw[-1] == b"":
+        raw.pop()
+    elif raw:
+        problem = "the last line is cut short (the run ended while it was written)"
+        raw.pop()
+    if not raw:
+        return Unsealed([], problem)
+    try:
+        first: Any = json.loads(raw[0])
+        key = bytes.fromhex(first["key"]) if first.get("event") == "seal" else b""
+    except (
+        UnicodeDecodeError,
+        json.JSONDecodeError,
+        KeyError,
+        TypeError,
+        ValueError,
+        AttributeError,
+    ):
+        key = b""
+    if len(key) != 32:
+        return Unsealed([], "line 1 is not the monitor's seal")
+    lines: list[bytes] = []
+    for number, line in enumerate(raw[1:], 2):
+        mac, _, body = line.partition(b" ")
+        message = b"%d " % len(lines) + body
+        expected = hmac.new(key, message, hashlib.sha256).hexdigest()[:32].encode()
+        if hmac.compare_digest(mac, expected):
+            lines.append(body)
+        else:
+            # Not ours (forged), or ours out of turn (one before it was dropped): the lines
+            # of ours that follow still hold, with the numbers they were sealed with.
+            problem = problem or f"line {number} is not an event of our plugin"
+    return Unsealed(lines, problem)
 
 
 class _IsAFolder(Exception):
@@ -389,7 +500,8 @@ class PytestRun:
     `counts` is per test, as a JUnit report counts its cases; `stats` per report, as
     pytest's closing summary line counts them; `exitstatus` the session's status
     at its end, None when the session never finished; `problem` names the first
-    line that is not one of ours, or an event after the end of the session.
+    line that is not one of ours (`unseal`), or an event after the end of the session;
+    `monitor` what the monitor saw.
     """
 
     counts: OutcomeCounts
@@ -397,6 +509,7 @@ class PytestRun:
     exitstatus: int | None = None
     events: int = 0
     problem: str | None = None
+    monitor: tuple[MonitorEvent, ...] = ()
 
 
 def read_pytest_events(data: bytes) -> PytestRun:
@@ -406,16 +519,17 @@ def read_pytest_events(data: bytes) -> PytestRun:
     exitstatus: int | None = None
     problem: str | None = None
     events = separate = 0
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    elif lines:
-        problem = "the last line is cut short (the run ended while it was written)"
-        lines.pop()
-    for number, raw in enumerate(lines, 1):
+    sealed = unseal(data)
+    problem = sealed.problem
+    monitor: list[MonitorEvent] = []
+    for number, raw in enumerate(sealed.lines, 2):
         event = _event(raw)
         if event is None:
             problem = problem or f"line {number} is not an event of our plugin"
+            continue
+        seen = MonitorEvent.of(event)
+        if seen is not None:
+            monitor.append(seen)  # whenever it came: the monitor watches to the end
             continue
         events += 1
         if exitstatus is not None:
@@ -448,7 +562,7 @@ def read_pytest_events(data: bytes) -> PytestRun:
         errors=sum(1 for m in tests.values() if "error" in m) + separate,
         skipped=sum(1 for m in tests.values() if m == {"skipped"}),
     )
-    return PytestRun(counts, stats, exitstatus, events, problem)
+    return PytestRun(counts, stats, exitstatus, events, problem, tuple(monitor))
 
 
 def _event(raw: bytes) -> dict[str, Any] | None:

@@ -354,6 +354,15 @@ def _open_the_tree(root: str) -> None:
     sys.path.append(root)
 
 
+def _monitor(folder: str) -> ModuleType:
+    """The monitor (`monitor.py` beside this file), kept out of ``sys.modules``."""
+    spec = importlib.util.spec_from_file_location("_verifier_monitor", f"{folder}/monitor.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def main() -> None:
     folder = os.path.dirname(os.path.abspath(__file__))
     if sys.path and os.path.abspath(sys.path[0] or ".") == folder:
@@ -382,8 +391,9 @@ def main() -> None:
         sys.exit(_USAGE_ERROR)
     _source_only(root)
     reporter = _reporter(folder)
-    if fd >= 0:
-        reporter.channel(fd)
+    if fd >= 0:  # the monitor, before any file of the tree is importable
+        _monitor(folder).install(fd, folder)
+        reporter.channel()
     _open_the_tree(root)
     sys.argv = [sys.argv[0], *args]
     sys.exit(int(pytest.main(args, plugins=[_Plugins(loaded), reporter])))

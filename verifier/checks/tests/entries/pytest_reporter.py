@@ -4,11 +4,12 @@ Loaded by our entry (`pytest_entry.py`) as a plugin object, never found by name,
 repository cannot shadow it. Standard library and pytest's hooks only: it runs with
 whatever pytest the configured interpreter has.
 
-`channel(fd)` is called by the entry before pytest starts, with the write end of
-a pipe the verifier made and passed to the child (its read end stays with the
-verifier, which reads while the run goes). The descriptor is made
-non-inheritable, so processes the tests start do not get it. One JSON object a
-line:
+`channel()` is called by the entry before pytest starts, once the monitor
+(`monitor.py`) holds the write end of a pipe the verifier made and passed to the
+child (its read end stays with the verifier, which reads while the run goes).
+Every line goes through the monitor (``sys.audit("verifier.send", ...)``), which
+seals it and refuses it when the tree's code is on the stack; this module keeps
+nothing the tree could use to write one. One JSON object a line:
 
 * ``{"event": "start", "pytest": "<version>"}`` when pytest is configured;
 * ``{"event": "report", "nodeid", "when", "outcome", "category", "counts"}``
@@ -20,45 +21,45 @@ line:
 * ``{"event": "session_finish", "exitstatus": <n>}`` once the session ended,
   after every other plugin's session-finish hook.
 
-What this stops: a result rewritten after the fact (the JUnit file from an
+With each report and at the session's end the monitor checks that pytest's
+machinery is what it was at the start (``monitor.KEY_OBJECTS``, ``KEY_HOOKS``);
+it hears of each plugin pytest registers from `pytest_plugin_registered`.
+
+What it stops: a result rewritten after the fact (the JUnit file from an
 ``atexit`` hook), a run that ends early through ``os._exit``, a signal or a
 crash (no ``session_finish``), an exit status changed after the session
-(``session_finish`` says otherwise). What it does not stop: the code under test
-runs in this process and can find the descriptor (``/proc/self/fd``), write
-lines of its own, or patch pytest or this plugin before any test reports. The
-verifier treats lines it cannot read, and lines after ``session_finish``, as a
-disagreement, so forging costs a full, consistent imitation.
+(``session_finish`` says otherwise), a line forged or dropped on the channel
+(the seal). The verifier treats lines it cannot read, and lines after
+``session_finish``, as a disagreement.
 """
 
 from __future__ import annotations
 
-import json
-import os
+import sys
 from typing import Any
 
 import pytest
 
-_fd: list[int] = []
+_on: list[bool] = []
 
 
-def channel(fd: int) -> None:
-    """Write the events to `fd` (a pipe's write end), which no child process inherits."""
-    os.set_inheritable(fd, False)
-    _fd[:] = [fd]
+def channel() -> None:
+    """Send the events: the monitor holds the channel (none in a worker of pytest-xdist)."""
+    _on[:] = [True]
 
 
-def _send(event: dict[str, Any]) -> None:
-    if not _fd:
-        return  # no channel: a worker process of pytest-xdist, or a run by hand
-    data = (json.dumps(event, separators=(",", ":")) + "\n").encode("utf-8", "backslashreplace")
-    view = memoryview(data)
-    while view:
-        try:
-            written = os.write(_fd[0], view)
-        except OSError:
-            _fd.clear()  # the verifier is gone: nothing left to tell
-            return
-        view = view[written:]
+def _send(event: dict[str, Any], config: Any = None) -> None:
+    if _on:
+        if config is None:
+            sys.audit("verifier.send", event)
+        else:
+            sys.audit("verifier.send", event, config)
+
+
+def pytest_plugin_registered(plugin: Any, manager: Any) -> None:
+    # Historic: called for every plugin registered before us too.
+    if _on:
+        sys.audit("verifier.plugin", plugin, manager.get_name(plugin))
 
 
 _configs: list[pytest.Config] = []
@@ -66,7 +67,7 @@ _configs: list[pytest.Config] = []
 
 def pytest_configure(config: pytest.Config) -> None:
     _configs[:] = [config]
-    _send({"event": "start", "pytest": pytest.__version__})
+    _send({"event": "start", "pytest": pytest.__version__}, config)
 
 
 def _report(report: pytest.CollectReport | pytest.TestReport, config: pytest.Config) -> None:

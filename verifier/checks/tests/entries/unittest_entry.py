@@ -94,10 +94,25 @@ def _source_only(root: str) -> None:
     sys.path_importer_cache.clear()
 
 
+def _monitor(folder: str) -> Any:
+    """The monitor (`monitor.py` beside this file), kept out of ``sys.modules``."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_verifier_monitor", f"{folder}/monitor.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def main() -> None:
     fd, args = int(sys.argv[1]), sys.argv[2:]
     os.set_inheritable(fd, False)
+    folder = os.path.dirname(os.path.abspath(__file__))
+    monitored = os.path.exists(os.path.join(folder, "monitor.py"))
     _source_only(os.getcwd())
+    if monitored:  # the monitor, before any file of the tree is importable
+        _monitor(folder).install(fd, folder)
     # As `-m` does: the working folder, not this script's, comes first on the path.
     sys.path[0] = os.getcwd()
     sys.argv = ["python -m unittest", *args]
@@ -106,7 +121,9 @@ def main() -> None:
         unittest.main(module=None, argv=sys.argv, testRunner=_RecordingRunner)
     except SystemExit as exc:
         status = exc.code
-    if _results:
+    if _results and monitored:
+        sys.audit("verifier.send", _counts(_results[-1]))  # the monitor seals it
+    elif _results:
         data = memoryview((json.dumps(_counts(_results[-1])) + "\n").encode())
         while data:
             data = data[os.write(fd, data) :]

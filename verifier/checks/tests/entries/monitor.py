@@ -1,0 +1,812 @@
+"""The monitor: a PEP 578 audit hook the code under test cannot remove, and our sealed channel.
+
+Loaded by our entries by file path (never by name) and installed with `install`
+before any file of the tree under test is importable. Standard library only; it
+runs on whatever Python 3.8+ the repository has.
+
+What it does:
+
+* **Seals the channel.** It draws a random key, writes it as the channel's first
+  line (``{"event": "seal", "key": ...}``) while no code of the tree has run,
+  and from then on every line of ours carries an HMAC-SHA256 of its sequence
+  number and its bytes under that key (``<mac> <json>``). The key lives only in
+  the closures of `install`, which nothing outside this module refers to (the
+  entries keep this module out of ``sys.modules``). So the tree can neither
+  forge a line of ours nor drop one (the numbers would skip), nor silence the
+  channel by moving the descriptor (the lines that should follow never come).
+* **Carries our reporter's lines.** The reporter sends each line with
+  ``sys.audit("verifier.send", event)``; the hook seals it only when the stack
+  that asks is ours and pytest's, called from our entry, with no frame of the
+  tree, the standard library (a thread, a finalizer) or code of no file on it.
+  Otherwise it reports a ``forged-line``. With each report and at the session's
+  end it checks that pytest's machinery is what it was (`KEY_OBJECTS`,
+  `KEY_HOOKS`, the plugins pytest registered: ``sys.audit("verifier.plugin", ...)``).
+* **Watches the run.** The hook sees every audited event of the process
+  (`EVENTS`, the table below, is the list it reports). An event is attributed
+  to the file whose code raised it: the frames are walked from the event
+  outwards, through the standard library where the event's rule lets the
+  library pass the call on (`through`), and the first frame decides: the
+  tree's non-test code, the tree's test code (the base's tests, trusted), or
+  anything else (pytest, pluggy, other installed packages, our own files:
+  the event is theirs, not reported). An event of the table from the tree
+  (``scope = "code"``: its non-test code only; ``"tree"``: any of its files) is
+  sent as ``{"event": "monitor", "what", "file", "line", "detail"}``.
+* **Sees the data the tests read.** A file the verifier names as changed by the
+  session (``watch``) opened by the base's test code is sent as
+  ``{"event": "data_read", "file", "by", "line"}``.
+
+The settings come from ``monitor.json`` beside this file, written by the
+verifier: ``root`` (the copy), ``tests`` (its test files, relative), ``watch``
+(changed data files, relative), ``changed`` (the files the session changed: an
+event from a file it did not change counts only when a changed file's code is on
+the stack) and ``junit`` (our report's path). The hot path costs a set lookup for
+the events it does not watch; everything used at event time is bound at install,
+so the tree rebinding ``os.write`` or ``sys._getframe`` changes nothing here.
+"""
+
+from __future__ import annotations
+
+import _thread
+import hashlib
+import json
+import os
+import sys
+import sysconfig
+import types
+from typing import Any
+
+# The events reported, as data: each names what it means, whose code it is
+# reported from (`scope`: "code", the tree's non-test code; "tree", any of its
+# files), how far the standard library may pass the call on (`through`: "stdlib",
+# any standard-library frame is the caller's; "direct", only the functions of
+# TRANSPARENT, which hand a frame to their caller), whether it counts when it
+# happens while a module outside the tree is imported (`imports`), and, for
+# some, which arguments count (`names`, `prefixes`, `paths`).
+EVENTS: dict[str, dict[str, Any]] = {
+    "sys._getframe": {
+        "what": "frame-walk",
+        "detail": "sys._getframe(): a frame of the running stack",
+        "scope": "code",
+        "through": "direct",
+    },
+    "sys._current_frames": {
+        "what": "frame-walk",
+        "detail": "sys._current_frames(): the frames of every thread",
+        "scope": "code",
+        "through": "direct",
+    },
+    "object.__getattr__": {
+        "what": "frame-walk",
+        "detail": "a frame reached through an object's {name}",
+        "scope": "code",
+        "through": "direct",
+        "names": ["tb_frame", "gi_frame", "cr_frame", "ag_frame"],
+    },
+    "object.__setattr__": {
+        "what": "code-replaced",
+        "detail": "a function's {name} replaced",
+        "scope": "tree",
+        "through": "stdlib",
+        "names": ["__code__"],
+    },
+    "code.__new__": {
+        "what": "code-built",
+        "detail": "a code object built at run time",
+        "scope": "code",
+        "through": "direct",
+    },
+    "compile": {
+        "what": "code-built",
+        "detail": "compile() of source built at run time",
+        "scope": "code",
+        "through": "direct",
+    },
+    "exec": {
+        "what": "code-built",
+        "detail": "exec() or eval() of code built at run time",
+        "scope": "code",
+        "through": "direct",
+    },
+    "gc.get_objects": {
+        "what": "object-enumeration",
+        "detail": "gc.get_objects(): every object of the process",
+        "scope": "code",
+        "through": "stdlib",
+    },
+    "gc.get_referrers": {
+        "what": "object-enumeration",
+        "detail": "gc.get_referrers(): the objects that refer to one",
+        "scope": "code",
+        "through": "stdlib",
+    },
+    "gc.get_referents": {
+        "what": "object-enumeration",
+        "detail": "gc.get_referents(): the objects one refers to",
+        "scope": "code",
+        "through": "stdlib",
+    },
+    "sys.settrace": {
+        "what": "trace-hook",
+        "detail": "sys.settrace(): a trace function sees every frame",
+        "scope": "code",
+        "through": "stdlib",
+    },
+    "sys.setprofile": {
+        "what": "trace-hook",
+        "detail": "sys.setprofile(): a profile function sees every frame",
+        "scope": "code",
+        "through": "stdlib",
+    },
+    "sys.addaudithook": {
+        "what": "audit-hook",
+        "detail": "sys.addaudithook(): a hook of its own on the process's events",
+        "scope": "tree",
+        "through": "stdlib",
+    },
+    "import": {
+        "what": "runner-import",
+        "detail": "import of {name}, the runner's internals",
+        "scope": "code",
+        "through": "stdlib",
+        "prefixes": ["_pytest", "pluggy", "_verifier", "pytest_reporter", "monitor"],
+    },
+    "open": {
+        "what": "channel-open",
+        "detail": "open of {name}",
+        "scope": "code",
+        "through": "stdlib",
+        # The process's descriptors, memory, command line and environment.
+        "paths": [
+            f"/proc/{who}/{what}"
+            for who in ("self", "thread-self", "{pid}")
+            for what in ("fd", "fdinfo", "mem", "cmdline", "environ", "maps", "map_files", "task")
+        ]
+        + ["/dev/fd"],
+    },
+    "os.listdir": {
+        "what": "channel-open",
+        "detail": "listing {name}",
+        "scope": "code",
+        "through": "stdlib",
+        "paths": ["/proc/self/fd", "/dev/fd", "/proc/{pid}/fd", "/proc/thread-self/fd"],
+    },
+    "os.scandir": {
+        "what": "channel-open",
+        "detail": "listing {name}",
+        "scope": "code",
+        "through": "stdlib",
+        "paths": ["/proc/self/fd", "/dev/fd", "/proc/{pid}/fd", "/proc/thread-self/fd"],
+    },
+    "os.kill": {
+        "what": "signal",
+        "detail": "a signal sent to the test process itself",
+        "scope": "code",
+        "through": "stdlib",
+    },
+    "signal.pthread_kill": {
+        "what": "signal",
+        "detail": "a signal sent to a thread of the test process",
+        "scope": "code",
+        "through": "stdlib",
+    },
+}
+# Every ctypes event: reading or writing memory, calling C, loading libraries.
+for _name in (
+    "addressof",
+    "cdata",
+    "cdata/buffer",
+    "create_string_buffer",
+    "create_unicode_buffer",
+    "dlopen",
+    "dlsym",
+    "get_errno",
+    "set_errno",
+    "string_at",
+    "wstring_at",
+):
+    EVENTS["ctypes." + _name] = {
+        "what": "ctypes",
+        "detail": f"ctypes.{_name}: memory or C reached from Python",
+        "scope": "code",
+        "through": "stdlib",
+        "imports": False,
+    }
+for _name in ("compile", "exec", "code.__new__"):
+    EVENTS[_name]["imports"] = False
+# The JUnit report our options have pytest write: no file of the tree opens it.
+JUNIT = {
+    "what": "results-file",
+    "detail": "open of our JUnit report {name}",
+    "scope": "tree",
+}
+
+# Standard-library functions that hand a frame to their caller: the caller is the one who
+# walks frames (`inspect.currentframe()` is `sys._getframe(1)`). Any other library
+# function that takes a frame (logging's, warnings') uses it for itself.
+TRANSPARENT = frozenset(
+    {
+        ("inspect", "currentframe"),
+        ("inspect", "stack"),
+        ("inspect", "trace"),
+        ("inspect", "getouterframes"),
+        ("inspect", "getinnerframes"),
+        ("traceback", "walk_stack"),
+        ("traceback", "walk_tb"),
+        ("logging/__init__", "<lambda>"),
+    }
+)
+MAX_EVENTS = 200
+# What a test's outcome depends on, checked to be the same objects (and, for functions,
+# the same code) at every test's report and at the session's end as when pytest was
+# configured: pytest's test protocol, report making, the summary's counting, the
+# assertion helpers tests call, our reporter, and pluggy's hook calling.
+# "module:qualified.name", read from the module's or the class's own dict.
+KEY_OBJECTS = (
+    "_pytest.runner:runtestprotocol",
+    "_pytest.runner:call_and_report",
+    "_pytest.runner:call_runtest_hook",
+    "_pytest.runner:check_interactive_exception",
+    "_pytest.runner:pytest_runtest_protocol",
+    "_pytest.runner:pytest_runtest_setup",
+    "_pytest.runner:pytest_runtest_call",
+    "_pytest.runner:pytest_runtest_teardown",
+    "_pytest.runner:pytest_runtest_makereport",
+    "_pytest.runner:CallInfo.from_call",
+    "_pytest.runner:SetupState.setup",
+    "_pytest.reports:TestReport.from_item_and_call",
+    "_pytest.reports:TestReport.__init__",
+    "_pytest.reports:BaseReport.passed",
+    "_pytest.reports:BaseReport.failed",
+    "_pytest.reports:BaseReport.skipped",
+    "_pytest.python:pytest_pyfunc_call",
+    "_pytest.python:Function.runtest",
+    "_pytest.python:Function.setup",
+    "_pytest.python_api:approx",
+    "_pytest.python_api:ApproxScalar.__eq__",
+    "_pytest.python_api:ApproxMapping.__eq__",
+    "_pytest.python_api:ApproxSequenceLike.__eq__",
+    "_pytest.python_api:raises",
+    "_pytest.raises:raises",
+    "_pytest.outcomes:fail",
+    "_pytest.outcomes:skip",
+    "_pytest.outcomes:xfail",
+    "_pytest.outcomes:exit",
+    "_pytest.unittest:TestCaseFunction.runtest",
+    "_pytest.skipping:pytest_runtest_makereport",
+    "_pytest.skipping:pytest_runtest_setup",
+    "_pytest.skipping:pytest_runtest_call",
+    "_pytest.main:pytest_runtestloop",
+    "_pytest.main:wrap_session",
+    "_pytest.main:Session.perform_collect",
+    "_pytest.terminal:TerminalReporter.pytest_runtest_logreport",
+    "_pytest.terminal:pytest_report_teststatus",
+    "_pytest.terminal:build_summary_stats_line",
+    "_pytest.junitxml:LogXML.pytest_runtest_logreport",
+    "_pytest.junitxml:LogXML.pytest_sessionfinish",
+    "_pytest.config:PytestPluginManager.register",
+    "pluggy._manager:PluginManager.register",
+    "pluggy._manager:PluginManager._hookexec",
+    "pluggy._callers:_multicall",
+    "pluggy._hooks:HookCaller.__call__",
+    "pluggy._hooks:HookCaller.call_historic",
+    "pytest:approx",
+    "pytest:raises",
+    "pytest:fail",
+    "pytest:skip",
+    "unittest.case:TestCase.run",
+    "unittest.case:TestCase.assertEqual",
+    "unittest.case:TestCase.assertTrue",
+    "unittest.case:TestCase.assertRaises",
+    "_verifier_pytest_reporter:_send",
+    "_verifier_pytest_reporter:_report",
+    "_verifier_pytest_reporter:pytest_runtest_logreport",
+    "_verifier_pytest_reporter:pytest_collectreport",
+    "_verifier_pytest_reporter:pytest_sessionfinish",
+)
+# Hooks whose implementations decide a test's outcome or its counting: at every report
+# each implementation must belong to a plugin pytest registered, and be the function
+# it was when first seen.
+KEY_HOOKS = (
+    "pytest_runtest_protocol",
+    "pytest_runtest_setup",
+    "pytest_runtest_call",
+    "pytest_runtest_teardown",
+    "pytest_runtest_makereport",
+    "pytest_runtest_logreport",
+    "pytest_pyfunc_call",
+    "pytest_report_teststatus",
+    "pytest_collectreport",
+    "pytest_sessionfinish",
+    "pytest_runtestloop",
+)
+MAX_EVENTS = 200
+_MISSING = object()
+
+
+def _settings(folder: str) -> dict[str, Any]:
+    try:
+        with open(os.path.join(folder, "monitor.json"), encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        data = {}
+    return data if isinstance(data, dict) else {}
+
+
+def _prefixes(path: str) -> tuple[str, ...]:
+    """`path` as given and as resolved, each ending in a separator."""
+    return tuple(sorted({p.rstrip(os.sep) + os.sep for p in (path, os.path.realpath(path))}))
+
+
+class Classifier:
+    """Whose file a code object's filename is: ``ours``, the tree's ``tree`` (code) or
+    ``test`` (its test files, the base's), ``stdlib``, ``import`` (the import machinery),
+    ``site`` (installed packages: pytest, pluggy, the rest), or ``unknown`` (code
+    compiled at run time, files outside all of those), which counts as the tree's.
+
+    Everything it uses is bound when it is made: the tree may rebind a module's
+    functions, never this object's (nothing outside the monitor refers to it).
+    """
+
+    def __init__(self, folder: str, root: str, tests: frozenset[str]) -> None:
+        self.ours = _prefixes(folder)
+        self.root = _prefixes(root)
+        self.tests = tests
+        paths = sysconfig.get_paths()
+        self.stdlib = tuple(
+            p for k in ("stdlib", "platstdlib") if k in paths for p in _prefixes(paths[k])
+        )
+        self.trusted: set[str] = set()  # tree files of plugins pytest itself loaded by name
+        self.cache: dict[str, tuple[str, str]] = {}
+        self.realpath = os.path.realpath
+        self.isabs = os.path.isabs
+
+    def __call__(self, filename: str) -> tuple[str, str]:
+        """``(kind, path)``; the path relative for the tree's files."""
+        found = self.cache.get(filename)
+        if found is None:
+            found = self.cache[filename] = self.classify(filename, True)
+        return found
+
+    def classify(self, filename: str, resolve: bool) -> tuple[str, str]:
+        if filename.startswith("<frozen importlib"):
+            return "import", filename
+        if filename.startswith("<frozen "):
+            return "stdlib", filename[8:-1]
+        if type(filename) is not str or not self.isabs(filename):
+            return "unknown", filename
+        # The copy first: our folder may hold it (unittest's entry lies beside ``work/``).
+        for prefix in self.root:
+            if filename.startswith(prefix):
+                rel = filename[len(prefix) :].replace(os.sep, "/")
+                return ("test" if rel in self.tests else "tree"), rel
+        for prefix in self.ours:
+            if filename.startswith(prefix):
+                return "ours", filename
+        if "/site-packages/" in filename or "/dist-packages/" in filename:
+            return "site", filename
+        for prefix in self.stdlib:
+            if filename.startswith(prefix):
+                stem = filename[len(prefix) :].replace(os.sep, "/")
+                return "stdlib", stem[:-3] if stem.endswith(".py") else stem
+        if resolve:
+            real = self.realpath(filename)
+            if real != filename:
+                return self.classify(real, False)
+        return "unknown", filename
+
+
+def actor(frame: Any, classify: Classifier, through: str, transparent: frozenset[Any]) -> Any:
+    """The frame whose code an event is, walking out from `frame` as `through` allows:
+    ``(kind, path, line, imported, frame)`` for the tree's code (``tree``, also for
+    ``unknown`` code) or tests (``test``), else None. `imported` says a module was
+    being imported on the way."""
+    imported = False
+    while frame is not None:
+        code = frame.f_code
+        kind, path = classify(code.co_filename)
+        if kind == "tree" or kind == "test" or kind == "unknown":
+            if kind == "tree" and path in classify.trusted:
+                return None  # a plugin the base's configuration named
+            return ("test" if kind == "test" else "tree"), path, frame.f_lineno, imported, frame
+        if kind == "import":
+            imported = True
+        elif kind != "stdlib" or (through == "direct" and (path, code.co_name) not in transparent):
+            return None
+        frame = frame.f_back
+    return None
+
+
+def changed_caller(
+    frame: Any, classify: Classifier, changed: frozenset[str]
+) -> tuple[str, int] | None:
+    """The innermost frame, from `frame` outwards, of a tree file in `changed` (or of code
+    of no file of the tree): ``(path, line)``, or None when there is none on the stack."""
+    while frame is not None:
+        kind, path = classify(frame.f_code.co_filename)
+        if (kind == "tree" and path in changed) or kind == "unknown":
+            return path, frame.f_lineno
+        frame = frame.f_back
+    return None
+
+
+def refusal(frame: Any, classify: Classifier) -> tuple[str, str, int] | None:
+    """Why a line of our reporter may not be sent from the stack at `frame` (the caller of
+    ``sys.audit``): ``(kind, path, line)`` of the first frame that is not ours, the
+    runner's, an installed package's or the base's tests, or of a stack that pytest did
+    not call from our entry; None when it may."""
+    if frame is None or classify(frame.f_code.co_filename)[0] != "ours":
+        return ("unknown", "", 0) if frame is None else _named(frame, classify)
+    last = frame
+    while frame is not None:
+        kind, path = classify(frame.f_code.co_filename)
+        if kind in ("stdlib", "import", "unknown") or (
+            kind == "tree" and path not in classify.trusted
+        ):
+            return kind, path, frame.f_lineno
+        last, frame = frame, frame.f_back
+    if classify(last.f_code.co_filename)[0] != "ours":
+        return _named(last, classify)
+    return None
+
+
+def _named(frame: Any, classify: Classifier) -> tuple[str, str, int]:
+    kind, path = classify(frame.f_code.co_filename)
+    return kind, path, frame.f_lineno
+
+
+def _text(value: Any) -> str | None:
+    """An argument as text, without calling any code of its type (the tree's, maybe)."""
+    if type(value) is str:
+        return value
+    if type(value) is bytes:
+        return value.decode("utf-8", "backslashreplace")
+    return None
+
+
+def _resolve(key: str, modules: dict[str, Any]) -> tuple[Any, str] | None:
+    """``(namespace, name)`` of "module:qualified.name": the dict the object lives in."""
+    module_name, _, qualname = key.partition(":")
+    obj = modules.get(module_name, _MISSING)
+    parts = qualname.split(".")
+    for part in parts[:-1]:
+        if obj is _MISSING:
+            return None
+        obj = vars(obj).get(part, _MISSING)
+    if obj is _MISSING:
+        return None
+    return vars(obj), parts[-1]
+
+
+def _code(obj: Any) -> Any:
+    """The code of a function, classmethod, staticmethod, property or bound method of
+    ours or pytest's; None for anything else (nothing of its type is called)."""
+    kind = type(obj)
+    if kind is classmethod or kind is staticmethod or kind is types.MethodType:
+        obj = obj.__func__
+    elif kind is property:
+        obj = obj.fget
+    return obj.__code__ if type(obj) is types.FunctionType else None
+
+
+def install(fd: int, folder: str) -> None:
+    """Seal the channel `fd` and add the audit hook, which then also carries our reporter's
+    lines (``sys.audit("verifier.send", event[, config])``) and hears of the plugins
+    pytest registers (``sys.audit("verifier.plugin", plugin, name)``). Nothing it makes
+    is returned or kept where the tree can reach it."""
+    settings = _settings(folder)
+    os.set_inheritable(fd, False)  # processes the tests start do not get it
+    # Bound now: the tree may rebind os.write or sys._getframe, never these names.
+    write, getframe, get_ident = os.write, sys._getframe, _thread.get_ident
+    sha256 = hashlib.sha256
+    encode_str: Any = getattr(json.encoder, "c_encode_basestring_ascii", None)
+    getcwd, realpath, isabs, join = os.getcwd, os.path.realpath, os.path.isabs, os.path.join
+    modules, get_pid, exact_int, module_type = sys.modules, os.getpid, int, types.ModuleType
+    transparent, max_events, missing = TRANSPARENT, MAX_EVENTS, _MISSING
+    if encode_str is None:  # a Python without the C accelerator: the pure one, bound now
+        encode_str = json.encoder.py_encode_basestring_ascii
+    rules: dict[str, tuple[Any, ...]] = {}
+    for name, rule in EVENTS.items():
+        rules[name] = (
+            rule["what"],
+            rule["detail"],
+            rule["scope"],
+            rule["through"],
+            rule.get("imports", True),
+            frozenset(rule.get("names", ())),
+            tuple(rule.get("prefixes", ())),
+        )
+    watched = frozenset(rules) | {"verifier.send", "verifier.plugin"}
+    pid = str(get_pid())
+    proc_paths = tuple(p.replace("{pid}", pid) for p in EVENTS["open"]["paths"])
+    fd_lists = frozenset(p.replace("{pid}", pid) for p in EVENTS["os.listdir"]["paths"])
+    junit = settings.get("junit") or ""
+    channel_paths = frozenset({f"/proc/self/fd/{fd}", f"/dev/fd/{fd}", f"/proc/{pid}/fd/{fd}"})
+    classify = Classifier(
+        folder, settings.get("root") or getcwd(), frozenset(settings.get("tests") or ())
+    )
+    roots = classify.root
+    watch = frozenset(settings.get("watch") or ())
+    # The files the session changed: an event from a file it did not change counts when
+    # a changed file's code is on the stack (a new call of old code), not otherwise.
+    changed = settings.get("changed")
+    changed = frozenset(changed) if isinstance(changed, list) else None
+
+    key = os.urandom(32)
+    inner = bytes(b ^ 0x36 for b in key.ljust(64, b"\0"))
+    outer = bytes(b ^ 0x5C for b in key.ljust(64, b"\0"))
+    lock = _thread.allocate_lock()
+    state: dict[str, int] = {"seq": 0}
+    busy: set[int] = set()
+    seen: set[tuple[Any, ...]] = set()
+    snapshot: list[tuple[Any, ...]] = []  # (namespace, name, object, code, key) of KEY_OBJECTS
+    config_box: list[Any] = []
+    approved: set[int] = set()  # ids of the plugins pytest registered
+    impls: dict[int, Any] = {}  # id(hook implementation) -> its function when first seen
+
+    def put(data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[write(fd, view) :]
+            except OSError:
+                return  # the verifier is gone, or the descriptor taken: lines are missing
+
+    def dumps(event: dict[str, Any]) -> bytes:
+        parts = []
+        for k, v in event.items():
+            if type(v) is str:
+                text = encode_str(v)
+            elif v is True or v is False:
+                text = "true" if v else "false"
+            elif v is None:
+                text = "null"
+            elif type(v) is exact_int:
+                text = exact_int.__repr__(v)
+            else:
+                text = encode_str(repr(type(v)))
+            parts.append(encode_str(k) + ":" + text)
+        return ("{" + ",".join(parts) + "}").encode("ascii")
+
+    def seal(event: dict[str, Any]) -> None:
+        body = dumps(event)
+        with lock:
+            seq = state["seq"]
+            state["seq"] = seq + 1
+            message = b"%d " % seq + body
+            mac = sha256(outer + sha256(inner + message).digest()).hexdigest()[:32]
+            put(mac.encode("ascii") + b" " + body + b"\n")
+
+    def suspect(what: str, detail: str, path: str = "", line: int = 0) -> None:
+        mark = (what, path, line, detail)
+        if mark in seen:
+            return
+        seen.add(mark)
+        if len(seen) > max_events:
+            return
+        seal({"event": "monitor", "what": what, "file": path, "line": line, "detail": detail})
+
+    def report(what: str, detail: str, found: Any) -> None:
+        kind, path, line, _, frame = found
+        if kind == "tree" and changed is not None and path not in changed:
+            caller = changed_caller(frame.f_back, classify, changed)
+            if caller is None:
+                return  # the base's code, doing what it did at the base
+            detail = f"{detail}, in {path}:{line}, which the session did not change"
+            path, line = caller
+        suspect(what, detail, path, line)
+
+    def on_open(event: str, args: tuple[Any, ...]) -> None:
+        text = _text(args[0]) if args else None
+        if text is None:
+            return
+        if text == junit or text in channel_paths:
+            found = actor(getframe(2), classify, "stdlib", transparent)
+            if found is not None:
+                report(JUNIT["what"], JUNIT["detail"].format(name=text), found)
+            return
+        if text.startswith(("/proc/", "/dev/fd")):
+            if event == "open":
+                hit = any(text == p or text.startswith(p + "/") for p in proc_paths)
+            else:
+                hit = text.rstrip("/") in fd_lists
+            if hit:
+                found = actor(getframe(2), classify, "stdlib", transparent)
+                if found is not None and found[0] == "tree":
+                    what, detail = rules[event][0], rules[event][1]
+                    report(what, detail.format(name=text), found)
+            return
+        if event != "open" or not watch:
+            return
+        if isabs(text):
+            if not text.startswith(roots):
+                return  # the import system's own reads, mostly: nothing of the copy
+            full = text
+        else:
+            full = join(getcwd(), text)
+        real = realpath(full)
+        rel = None
+        for prefix in roots:
+            if real.startswith(prefix):
+                rel = real[len(prefix) :].replace(os.sep, "/")
+        if rel is None or rel not in watch:
+            return
+        found = actor(getframe(2), classify, "stdlib", transparent)
+        if found is None or found[0] != "test" or found[3]:
+            return
+        mark = ("data_read", rel, found[1])
+        if mark not in seen:
+            seen.add(mark)
+            seal({"event": "data_read", "file": rel, "by": found[1], "line": found[2]})
+
+    # What a test's outcome depends on, as it is now, before any file of the tree is
+    # importable: the baseline every report is checked against.
+    for name in KEY_OBJECTS:
+        where = _resolve(name, modules)
+        if where is not None:  # else a part this pytest does not have
+            space, attr = where
+            obj = space.get(attr, missing)
+            snapshot.append((space, attr, obj, _code(obj), name))
+    manager_type = (
+        vars(modules["pluggy._manager"]).get("PluginManager")
+        if "pluggy._manager" in modules
+        else None
+    )
+    hookexec_function = vars(manager_type).get("_hookexec") if type(manager_type) is type else None
+    pluggy_types = tuple(
+        vars(modules[m]).get(n) if m in modules else None
+        for m, n in (("pluggy._hooks", "HookCaller"), ("pluggy._hooks", "HookImpl"))
+    )
+
+    def take_snapshot(config: Any) -> None:
+        # pytest_configure: the run's plugin manager and hooks, as pytest made them.
+        config_box[:] = [config]
+        manager = config.pluginmanager
+        for space, attr, what in (
+            (vars(manager), "_inner_hookexec", "the plugin manager's hook calling"),
+            (vars(manager), "hook", "the plugin manager's hooks"),
+            (vars(config), "hook", "the configuration's hooks"),
+            (vars(config), "pluginmanager", "the configuration's plugin manager"),
+        ):
+            snapshot.append((space, attr, space.get(attr, missing), None, what))
+
+    def verify(everything: bool) -> None:
+        """Monitor events for what changed since the start. Nothing the tree may have put
+        in pytest's place is called or read: only objects of the types pytest made."""
+        intact = True
+        for space, attr, obj, code, name in snapshot:
+            now = space.get(attr, missing)
+            if now is not obj or (code is not None and _code(obj) is not code):
+                intact = False
+                suspect("runner-replaced", f"{name} is not the object it was when pytest started")
+        if not config_box or not intact or None in pluggy_types:
+            return
+        caller_type, impl_type = pluggy_types
+        config = config_box[0]
+        manager = config.pluginmanager
+        hookexec = hookexec_function
+        hooks = vars(config.hook)
+        for name in list(hooks) if everything else KEY_HOOKS:
+            caller = hooks.get(name)
+            if caller is None:
+                continue
+            if type(caller) is not caller_type:
+                suspect("hook-replaced", f"{name}: its hook caller was replaced")
+                continue
+            calling = caller._hookexec
+            if (
+                type(calling) is not types.MethodType
+                or calling.__self__ is not manager
+                or calling.__func__ is not hookexec
+            ):
+                suspect("hook-replaced", f"{name}: its hook calling was replaced")
+            for impl in list(caller._hookimpls):
+                if type(impl) is not impl_type:
+                    suspect("hook-injected", f"{name}: an implementation pytest did not make")
+                    continue
+                function = impl.function
+                before = impls.setdefault(id(impl), function)
+                code = _code(function)
+                kind, path = classify(code.co_filename) if code is not None else ("unknown", "")
+                line = code.co_firstlineno if code is not None else 0
+                if id(impl.plugin) not in approved:
+                    suspect(
+                        "hook-injected",
+                        f"{name} implemented by a plugin pytest did not register",
+                        path,
+                        line,
+                    )
+                elif function is not before:
+                    suspect(
+                        "hook-replaced",
+                        f"{name}: an implementation's function was replaced",
+                        path,
+                        line,
+                    )
+                elif kind == "unknown" or (kind == "tree" and path not in classify.trusted):
+                    suspect("hook-injected", f"{name} implemented by the tree's code", path, line)
+        if everything:
+            for plugin in list(vars(manager).get("_name2plugin", {}).values()):
+                if plugin is not None and id(plugin) not in approved:
+                    suspect("plugin-registered", "a plugin registered by the tree")
+
+    def on_ours(event: str, args: tuple[Any, ...]) -> None:
+        refused = refusal(getframe(2), classify)
+        if event == "verifier.plugin":
+            plugin, name = args[0], args[1]
+            if refused is not None:
+                kind, path, line = refused
+                suspect(
+                    "plugin-registered", f"plugin {name!r} registered from {kind} code", path, line
+                )
+                return
+            approved.add(id(plugin))
+            file = vars(plugin).get("__file__") if type(plugin) is module_type else None
+            if type(file) is str:
+                kind, rel = classify(file)
+                if kind == "tree" and (changed is None or rel in changed):
+                    # Named by the base's configuration, but written by the session.
+                    suspect("plugin-changed", f"plugin {name!r} is a file the session changed", rel)
+                elif kind == "tree":
+                    classify.trusted.add(rel)  # named by the base's configuration
+            return
+        event_data = args[0] if args else None
+        if type(event_data) is not dict:
+            return
+        if refused is not None:
+            kind, path, line = refused
+            suspect(
+                "forged-line",
+                f"a line of our reporter asked for from {kind} code",
+                path if kind in ("tree", "unknown", "test") else "",
+                line,
+            )
+            return
+        said = event_data.get("event")
+        if said == "start" and len(args) > 1 and not config_box:
+            take_snapshot(args[1])
+        elif said in ("report", "session_finish"):
+            verify(said == "session_finish")
+        seal(event_data)
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        if event not in watched:
+            return
+        tid = get_ident()
+        if tid in busy:
+            return  # an event of our own (sys._getframe below)
+        busy.add(tid)
+        try:
+            if event in ("open", "os.listdir", "os.scandir"):
+                on_open(event, args)
+                return
+            if event in ("verifier.send", "verifier.plugin"):
+                on_ours(event, args)
+                return
+            what, detail, scope, through, imports, names, prefixes = rules[event]
+            name = None
+            if names:
+                name = _text(args[1]) if len(args) > 1 else None
+                if name not in names:
+                    return
+            elif prefixes:
+                name = _text(args[0]) if args else None
+                if name is None or not name.startswith(prefixes):
+                    return
+            elif event == "os.kill" and (not args or args[0] != get_pid()):
+                return
+            found = actor(getframe(1), classify, through, transparent)
+            if found is None:
+                return
+            if found[0] == "test" and scope != "tree":
+                return
+            if found[3] and not imports:
+                return
+            report(what, detail.format(name=name), found)
+        except Exception as exc:  # never let the hook break the run; say it failed
+            seal({"event": "monitor_error", "error": f"{type(exc).__name__}: {exc}"})
+        finally:
+            busy.discard(tid)
+
+    # The first line, while no code of the tree has run: the key the rest is sealed with.
+    put(dumps({"event": "seal", "key": key.hex()}) + b"\n")
+    sys.addaudithook(hook)
