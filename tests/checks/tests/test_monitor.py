@@ -69,7 +69,10 @@ HONEST = {
         "traceback.format_exc()\n"
         "inspect.signature(len)\n"
     ),
-    "code-replaced": "def f():\n    pass\n\n\nf.__code__\nf.__doc__ = 'a doc'\n",
+    # unittest.mock replaces a `__code__` of its own while it is imported.
+    "code-replaced": (
+        "from unittest import mock\n\n\ndef f():\n    pass\n\n\nf.__code__\nf.__doc__ = 'a doc'\n"
+    ),
     "code-built": (
         "import collections\nimport dataclasses\n\n\n"
         "@dataclasses.dataclass\nclass P:\n    x: int\n\n\n"

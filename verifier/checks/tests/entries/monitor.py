@@ -88,6 +88,8 @@ EVENTS: dict[str, dict[str, Any]] = {
         "scope": "tree",
         "through": "stdlib",
         "names": ["__code__"],
+        # `unittest.mock` sets `__code__` while it is imported: not the tree's doing.
+        "imports": False,
     },
     "code.__new__": {
         "what": "code-built",
