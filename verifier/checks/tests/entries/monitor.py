@@ -222,6 +222,16 @@ JUNIT = {
     "scope": "tree",
 }
 
+# A test's outcome decided by the code under test: a skip or an expected failure
+# (pytest's, or unittest's SkipTest) raised from the tree's non-test code, not by the
+# test, its fixtures or the runner. Our reporter hands each such exception's traceback
+# (or a collection skip's place) to the monitor: ``sys.audit("verifier.outcome", tb,
+# name, path, line)``.
+OUTCOME = {
+    "what": "outcome-from-code",
+    "detail": "{name} raised by the code under test decided a test's outcome",
+}
+
 # Standard-library functions that hand a frame to their caller: the caller is the one who
 # walks frames (`inspect.currentframe()` is `sys._getframe(1)`). Any other library
 # function that takes a frame (logging's, warnings') uses it for itself.
@@ -517,7 +527,7 @@ def install(fd: int, folder: str) -> None:
             frozenset(rule.get("names", ())),
             tuple(rule.get("prefixes", ())),
         )
-    watched = frozenset(rules) | {"verifier.send", "verifier.plugin"}
+    watched = frozenset(rules) | {"verifier.send", "verifier.plugin", "verifier.outcome"}
     pid = str(get_pid())
     proc_paths = tuple(p.replace("{pid}", pid) for p in EVENTS["open"]["paths"])
     fd_lists = frozenset(p.replace("{pid}", pid) for p in EVENTS["os.listdir"]["paths"])
@@ -731,6 +741,33 @@ def install(fd: int, folder: str) -> None:
                 if plugin is not None and id(plugin) not in approved:
                     suspect("plugin-registered", "a plugin registered by the tree")
 
+    def on_outcome(args: tuple[Any, ...]) -> None:
+        """A skip or an expected failure: whose code raised it. The traceback is walked
+        from where it was raised outwards; the first frame of the tree decides: a test
+        file's (the base's) is the test's own choice, the tree's non-test code is not
+        (an old file of it counts when a changed file's code is further out)."""
+        tb, name = args[0], _text(args[1]) or "an outcome exception"
+        places: list[tuple[str, int]] = []
+        if tb is not None:
+            while tb is not None:
+                places.append((tb.tb_frame.f_code.co_filename, tb.tb_lineno))
+                tb = tb.tb_next
+            places.reverse()  # innermost first
+        elif len(args) > 3 and _text(args[2]) is not None and type(args[3]) is exact_int:
+            places.append((args[2], args[3]))  # a collection skip: where it was raised
+        for at, (filename, line) in enumerate(places):
+            kind, path = classify(filename)
+            if kind == "test":
+                return
+            if kind not in ("tree", "unknown") or path in classify.trusted:
+                continue
+            if kind == "tree" and changed is not None and path not in changed:
+                outer = [classify(f) for f, _ in places[at + 1 :]]
+                if not any(k == "tree" and p in changed for k, p in outer):
+                    return  # the base's code, skipping as it did at the base
+            suspect(OUTCOME["what"], OUTCOME["detail"].format(name=name), path, line)
+            return
+
     def on_ours(event: str, args: tuple[Any, ...]) -> None:
         refused = refusal(getframe(2), classify)
         if event == "verifier.plugin":
@@ -783,6 +820,9 @@ def install(fd: int, folder: str) -> None:
                 return
             if event in ("verifier.send", "verifier.plugin"):
                 on_ours(event, args)
+                return
+            if event == "verifier.outcome":
+                on_outcome(args)
                 return
             what, detail, scope, through, imports, names, prefixes = rules[event]
             name = None

@@ -35,6 +35,7 @@ crash (no ``session_finish``), an exit status changed after the session
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -85,6 +86,24 @@ def _report(report: pytest.CollectReport | pytest.TestReport, config: pytest.Con
     )
 
 
+def _outcome_exceptions() -> tuple[type[BaseException], ...]:
+    kinds: list[type[BaseException]] = [pytest.skip.Exception, pytest.xfail.Exception]
+    unittest = sys.modules.get("unittest")
+    if unittest is not None:
+        kinds.append(unittest.SkipTest)
+    return tuple(kinds)
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    # Before any implementation turns it into a report (unittest's SkipTest becomes a
+    # pytest skip raised by pytest): the monitor says whose code raised it.
+    excinfo = call.excinfo
+    if _on and excinfo is not None and isinstance(excinfo.value, _outcome_exceptions()):
+        sys.audit("verifier.outcome", excinfo.tb, type(excinfo.value).__name__, None, None)
+    yield
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     # A passed setup or teardown tells nothing the call's report does not: the test
     # is known by its call, and neither counts in the summary. Two lines in three
@@ -97,6 +116,12 @@ def pytest_collectreport(report: pytest.CollectReport) -> None:
     # Only what the summary and the JUnit report count: a collection error or skip.
     if report.outcome != "passed" and _configs:
         _report(report, _configs[0])
+    longrepr = report.longrepr
+    if _on and report.outcome == "skipped" and isinstance(longrepr, tuple) and len(longrepr) == 3:
+        # A module skipped while it was collected: where the skip was raised.
+        path, line = str(longrepr[0]), longrepr[1]
+        if isinstance(line, int):
+            sys.audit("verifier.outcome", None, "a skip", os.path.abspath(path), line)
 
 
 @pytest.hookimpl(hookwrapper=True)
