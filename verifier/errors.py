@@ -24,6 +24,7 @@ error with one lookup::
     │   ├── SandboxUnavailable    sandbox_unavailable         (_internal.sandbox.runner)
     │   ├── RunnerNotFound        runner_not_found            (_internal.sandbox.runner)
     │   ├── TestInfraError        test_infra                  (checks.tests.testinfra)
+    │   ├── NativeReadError       native_read                 (checks.tests.compiled)
     │   ├── ObjectCorrupt         object_corrupt              (_internal.git): a finding too
     │   └── CopyMismatch          copy_mismatch               (store.maintenance)
     ├── LostJob                   lost_job          409  exit 3  a stalled worker's result

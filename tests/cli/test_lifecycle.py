@@ -183,3 +183,30 @@ def test_config_show_names_the_file_and_masks_the_password(tmp_path: Path) -> No
         [*VERIFIER, "config", "show"], env=env, capture_output=True, text=True
     ).stdout
     assert f"file: {cfg}" in text and "hunter2" not in text
+
+
+def test_a_signals_exception_python_swallowed_is_not_printed_and_others_are() -> None:
+    """The signal's exception landing in a finalizer is swallowed by Python, which prints
+    it (the cancel stops the work all the same): the command line does not print it; an
+    error of any other kind swallowed there is printed as Python would."""
+    script = (
+        "import sys\n"
+        "from verifier import cli\n"
+        "from verifier.errors import Interrupted\n"
+        "sys.unraisablehook = cli._unraisable\n"
+        "class Signal:\n"
+        "    def __del__(self):\n"
+        "        raise Interrupted(15)\n"
+        "class Bug:\n"
+        "    def __del__(self):\n"
+        "        raise ValueError('a bug in a finalizer')\n"
+        "Signal()\n"
+        "Bug()\n"
+        "print('went on')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0 and done.stdout == "went on\n"
+    assert "Interrupted" not in done.stderr
+    assert "ValueError: a bug in a finalizer" in done.stderr

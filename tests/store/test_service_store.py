@@ -335,10 +335,11 @@ def test_migration_0004_fills_the_verdicts_and_counts_of_an_older_store(store: S
         assert again.rates() == brute_counts(again)
 
 
-def test_a_claimed_path_holding_nul_is_stored_and_its_finding_recorded(store: Store) -> None:
-    """The contract lets it through (the changes check refuses it, naming it); PostgreSQL
-    text cannot hold U+0000, so the store writes it escaped, on both engines alike."""
-    change = {"path": "calc\u0000.py", "action": "create", "sha256_before": None}
+def test_a_finding_holding_nul_is_recorded_escaped(store: Store) -> None:
+    """A claimed path holding NUL is refused at ingest now (the contract); a finding can
+    still quote one (a message naming what the agent wrote). PostgreSQL text cannot
+    hold U+0000, so the store writes it escaped, on both engines alike."""
+    change = {"path": "calc.py", "action": "create", "sha256_before": None}
     raw = make_report_bytes("s-nul", changes=[{**change, "sha256_after": "a" * 64}])
     store.ingest(parse_report(raw))
     assert store.report_bytes("s-nul") == raw  # the bytes as received

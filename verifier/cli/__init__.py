@@ -292,10 +292,20 @@ def _interrupted(signum: int) -> int:
     return 128 + signum
 
 
+def _unraisable(unraisable: Any) -> None:
+    """A signal's exception that Python swallowed (raised in a finalizer or a weakref
+    callback) is not an error to print: the cancel it made stops the work all the same
+    (`_on_signal`). Anything else is printed as Python would."""
+    if isinstance(unraisable.exc_value, Interrupted):
+        return
+    sys.__unraisablehook__(unraisable)
+
+
 def entry() -> None:
     """The console script: signals handled, output flushed, then exit without teardown."""
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
+    sys.unraisablehook = _unraisable
     code = run()
     try:
         sys.stdout.flush()
