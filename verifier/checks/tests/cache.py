@@ -78,9 +78,12 @@ def cache_key(
     timeout_s: float,
     config: Config,
     repository: RepositoryConfig,
+    *,
+    declared: Sequence[str] = (),
 ) -> str:
     """SHA-256 over what decides a test run's result: the tree tested (`tree_digest`),
     the command as configured and as run, its timeout and how its results are read,
+    the plugins loaded (the repository's, the distributions the base `declared`),
     the environment (interpreters, their installed packages, PATH, the platform),
     the sandbox settings, and the verifier's version."""
     interpreter = argv[0] if argv else ""
@@ -91,6 +94,7 @@ def cache_key(
         "timeout_s": timeout_s,
         "results": [repository.results, list(repository.results_junit)],
         "pytest_plugins": repository.pytest_plugins,
+        "declared_plugins": list(declared),
         "environment": {
             "python": interpreter,
             "python_resolved": os.path.realpath(interpreter) if interpreter else "",
