@@ -316,3 +316,31 @@ def test_the_failure_note_lists_only_what_was_not_loaded(tmp_path: Path) -> None
     ok = verdict(honest, session(honest, {"calc.py": RIGHT}))
     assert ok.delivery_status is DeliveryStatus.DELIVERED, output(ok)
     assert not [n for n in ok.checks["tests"].notes if "installed but not loaded" in n]
+
+
+def test_a_declared_distribution_the_tree_provides_is_not_trusted(tmp_path: Path) -> None:
+    """The base declares ``calc-tools``; the session commits a ``calc_tools`` dist-info with
+    a ``pytest11`` plugin marking every test passed, and a wrong fix: the declaration loads
+    only distributions installed outside the copy, so the wrong fix fails."""
+    tests = "from calc import subtract\n\n\ndef test_subtract():\n    assert subtract(5, 3) == 2\n"
+    repo = repo_with(
+        tmp_path, {"tests/test_calc.py": tests, "requirements-dev.txt": "calc-tools\n"}
+    )
+    plugin = (
+        "import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\n"
+        "def pytest_runtest_makereport(item, call):\n"
+        "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n"
+    )
+    folder = "calc_tools-0.1.dist-info"
+    writes = {
+        "calc.py": "def subtract(a, b):\n    return b - a\n",
+        "calc_tools_plugin.py": plugin,
+        f"{folder}/METADATA": "Metadata-Version: 2.1\nName: calc-tools\nVersion: 0.1\n",
+        f"{folder}/entry_points.txt": "[pytest11]\ncalc_tools = calc_tools_plugin\n",
+        f"{folder}/RECORD": "",
+    }
+    v = verdict(repo, session(repo, writes))
+    assert v.delivery_status is DeliveryStatus.NOT_DELIVERED, v.to_dict()
+    assert codes(v) == ["tests.failed"], output(v)
+    assert "test_subtract" in output(v)
+    assert "calc_tools" not in not_loaded(v)  # the tree's metadata is no installed plugin

@@ -277,6 +277,9 @@ def _trusted_entry_points(root: str, untrusted: Sequence[str] = ()) -> list[tupl
     seen: set[str] = set()
     for dist in metadata.distributions():
         try:
+            # Most distributions have no plugin: their METADATA is never parsed.
+            if "pytest11" not in (dist.read_text("entry_points.txt") or ""):
+                continue
             where = str(dist.locate_file(""))
             dist_name = _canonical(dist.metadata["Name"] or "")
             points = [ep for ep in dist.entry_points if ep.group == "pytest11"]
