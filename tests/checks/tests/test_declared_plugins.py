@@ -300,16 +300,28 @@ def test_a_declaration_only_the_head_adds_loads_nothing(
     assert "pytest_plugins" in note
 
 
+@needs_anyio
 def test_the_failure_note_lists_only_what_was_not_loaded(tmp_path: Path) -> None:
-    """A failing run with xdist declared (loaded): the note leaves xdist out; a passing
-    run has no note."""
+    """xdist declared (loaded), anyio not: ``anyio_backend`` is not found, and the note
+    names anyio, not xdist."""
+    tests = WORKER_TESTS + "\n\n" + ANYIO_TESTS.replace("test_subtract", "test_async")
+    repo = repo_with(tmp_path, {"tests/test_calc.py": tests, "pyproject.toml": XDIST_PYPROJECT})
+    v = verdict(repo, session(repo, {"calc.py": RIGHT}))
+    assert codes(v) == ["tests.failed"], output(v)
+    assert "fixture 'anyio_backend' not found" in output(v)
+    note = not_loaded(v)
+    assert "anyio (anyio)" in note
+    assert "(pytest-xdist)" not in note
+
+
+def test_no_note_when_the_failure_is_no_missing_plugins(tmp_path: Path) -> None:
+    """A plain assertion failure, and a pass: no note about plugins."""
     failing = WORKER_TESTS.replace("== 2", "== 3")
     repo = repo_with(tmp_path, {"tests/test_calc.py": failing, "pyproject.toml": XDIST_PYPROJECT})
     v = verdict(repo, session(repo, {"calc.py": RIGHT}))
     assert codes(v) == ["tests.failed"], output(v)
-    assert "fixture 'worker_id' not found" not in output(v)  # there; the assertion failed
-    notes = [n for n in v.checks["tests"].notes if "installed but not loaded" in n]
-    assert all("(pytest-xdist)" not in n for n in notes), notes
+    assert "assert 2 == 3" in output(v)
+    assert not [n for n in v.checks["tests"].notes if "installed but not loaded" in n]
     honest = repo_with(
         tmp_path / "h", {"tests/test_calc.py": WORKER_TESTS, "pyproject.toml": XDIST_PYPROJECT}
     )
@@ -343,4 +355,32 @@ def test_a_declared_distribution_the_tree_provides_is_not_trusted(tmp_path: Path
     assert v.delivery_status is DeliveryStatus.NOT_DELIVERED, v.to_dict()
     assert codes(v) == ["tests.failed"], output(v)
     assert "test_subtract" in output(v)
-    assert "calc_tools" not in not_loaded(v)  # the tree's metadata is no installed plugin
+    assert "1 failed" in output(v)  # not reported passed by the tree's plugin
+    assert not any("calc_tools" in n for n in v.checks["tests"].notes)
+
+
+def test_an_include_outside_the_repository_or_absent_is_left_out(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "r")
+    base = repo.commit(
+        {
+            "requirements.txt": (
+                "-r ..\n-r ../up.txt\n-r /etc/passwd\n-r :(glob)*\n-r gone.txt\nattrs\n"
+            )
+        }
+    )
+    assert declared_distributions(repo.path, base) == ("attrs",)
+
+
+@needs_anyio
+def test_xdist_workers_load_the_declared_plugins_too(tmp_path: Path) -> None:
+    """``addopts = -n 2`` with pytest-xdist and anyio declared: the workers, which start
+    pytest without our entry, get the plugins we loaded by name (``-p``)."""
+    pyproject = (
+        '[project]\nname = "calc"\nversion = "0"\ndependencies = ["pytest-xdist", "anyio"]\n'
+    )
+    ini = "[pytest]\npythonpath = .\naddopts = -n 2\n"
+    files = {"tests/test_calc.py": ANYIO_TESTS, "pyproject.toml": pyproject, "pytest.ini": ini}
+    repo = repo_with(tmp_path, files)
+    v = verdict(repo, session(repo, {"calc.py": RIGHT}))
+    assert v.delivery_status is DeliveryStatus.DELIVERED, output(v)
+    assert v.checks["tests"].details["counts"]["passed"] == 1

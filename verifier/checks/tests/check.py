@@ -182,7 +182,7 @@ def check(
             # 3. The copy.
             snapshot, infra, infra_notes, native = _copy(job, folder)
             facts = (infra,) if infra is not None else ()
-            declared = _declared(job)
+            declared = _declared(job, runners.runs_pytest(argv))
             # 4. The cache.
             key, hit = _lookup(job, cache, folder, snapshot, argv, declared)
             if hit is not None:
@@ -201,7 +201,8 @@ def check(
             # 7. The reading.
             reading = _read(job, folder, launch, ran)
             # What our entry wrote after a failed run: the trusted plugins it did not load.
-            not_loaded = runners.not_loaded_note(folder.root) if launch.kind == "pytest" else ()
+            output = ran.outcome.output_excerpt
+            not_loaded = runners.not_loaded_note(folder.root, output) if launch.is_pytest else ()
     except _Stop as stop:
         return judge.error(started, stop.code, stop.message, **stop.details)
     except ObjectCorrupt as exc:  # the copy, or the base's tests, read other bytes than an id's
@@ -362,13 +363,13 @@ def _moved(expected: Mapping[str, str], copied: Mapping[str, str]) -> list[str]:
     return sorted(p for p in expected.keys() | ours.keys() if expected.get(p) != ours.get(p))
 
 
-def _declared(job: _Job) -> tuple[str, ...]:
+def _declared(job: _Job, pytest: bool) -> tuple[str, ...]:
     """The distributions the base (or the trusted ref's tip, as for the test
     infrastructure) declares as dependencies: their trusted pytest plugins load by default
-    (`verifier.checks.tests.declared`). None without a base, or when the repository names
-    its plugins itself."""
+    (`verifier.checks.tests.declared`). None without a base, for a command that does not
+    run pytest, or when the repository names its plugins itself."""
     repository = job.repository
-    if job.base_commit is None or repository.pytest_plugins is not None:
+    if job.base_commit is None or repository.pytest_plugins is not None or not pytest:
         return ()
     source = repository.trusted_ref if repository.trusted_ref is not None else job.base_commit
     try:

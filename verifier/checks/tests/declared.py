@@ -171,6 +171,9 @@ class _Base:
 
     def _list(self, *paths: str) -> None:
         listing = self.git.run("ls-tree", "-z", "--full-tree", self.commit, "--", *paths)
+        self._add(listing)
+
+    def _add(self, listing: bytes) -> None:
         for record in listing.split(b"\0"):
             meta, _, raw = record.partition(b"\t")
             parts = meta.decode("ascii", "replace").split(" ")
@@ -180,9 +183,10 @@ class _Base:
     def read(self, paths: Iterable[str]) -> dict[str, str]:
         """The text of each of `paths` the commit has (a large or undecodable one left out)."""
         paths = list(dict.fromkeys(paths))[:_MAX_FILES]
-        elsewhere = [p for p in paths if p not in self.blobs and not p.startswith(("/", "../"))]
-        if elsewhere:
-            self._list(*elsewhere)
+        elsewhere = [p for p in paths if p not in self.blobs and p.split("/")[0] not in ("", "..")]
+        if elsewhere:  # an include's path: one git cannot list (a pathspec's error) is absent
+            listed = self.git.call("ls-tree", "-z", "--full-tree", self.commit, "--", *elsewhere)
+            self._add(listed.stdout if listed.returncode == 0 else b"")
         wanted = [p for p in paths if p in self.blobs]
         if not wanted:
             return {}

@@ -29,6 +29,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import shutil
 import sys
 from collections.abc import Sequence
@@ -88,11 +89,22 @@ _NOT_LOADED = "plugins-not-loaded.json"  # the pytest entry's file, in its folde
 _MAX_NOT_LOADED = 20
 
 
-def not_loaded_note(tmp: Path) -> tuple[str, ...]:
-    """After a failed pytest run, the note naming the trusted plugins our entry did not
-    load (its file in the run's folder `tmp`), and how to load them: a fixture ``not
-    found`` or an unknown option may be one's. None when every one was loaded, or the file
-    is absent or not what the entry writes (it is only a note)."""
+# What pytest prints when a plugin the suite relies on is missing: a fixture, an option, a
+# marker or an ini key it would have added, an async test with no plugin to run it.
+_MISSING_PLUGIN = re.compile(
+    r"fixture '[^'\n]+' not found|unrecognized arguments: -|not found in `markers`"
+    r"|Unknown pytest\.mark\.|Unknown config option|Missing required plugins"
+    r"|async def functions are not natively supported"
+)
+
+
+def not_loaded_note(tmp: Path, output: str) -> tuple[str, ...]:
+    """After a failed pytest run whose `output` shows a sign of a missing plugin
+    (`_MISSING_PLUGIN`), the note naming the trusted plugins our entry did not load (its
+    file in the run's folder `tmp`), and how to load them. None when every one was loaded,
+    or the file is absent or not what the entry writes (it is only a note)."""
+    if not _MISSING_PLUGIN.search(output):
+        return ()
     try:
         with open(tmp / "runner" / _NOT_LOADED, encoding="utf-8") as fh:
             found = json.loads(fh.read(1 << 16))

@@ -330,6 +330,24 @@ def _report_not_loaded(folder: str, root: str, untrusted: Sequence[str], loaded:
             json.dump(missing, fh)
 
 
+def _for_workers(
+    loaded: Sequence[tuple[Any, Any, Any]], settings: dict[str, Any], args: Sequence[str]
+) -> list[str]:
+    """``-p NAME`` of each plugin we loaded, when pytest-xdist is one: its workers start
+    pytest without our entry and load the plugins the controller's arguments name (for
+    us a no-op: each is registered under that name already). None the configuration or
+    the command blocks (``-p no:NAME``)."""
+    if not any(ep.name == "xdist" for ep, _, _ in loaded):
+        return []
+    text = " ".join([*_words(settings.get("addopts", [])), *args])
+    blocked = set(re.findall(r"(?:^|\s)-p\s*no:(\S+)", text))
+    return [a for ep, _, _ in loaded if ep.name not in blocked for a in ("-p", ep.name)]
+
+
+def _words(value: Any) -> list[str]:
+    return shlex.split(value) if isinstance(value, str) else [str(v) for v in value]
+
+
 def _no_entry_points(group: str, name: str | None = None) -> int:
     """pytest's loading by entry point, after ours: nothing more is loaded that way."""
     return 0
@@ -421,6 +439,7 @@ def main() -> None:
     except Exception as exc:  # pytest's UsageError, a file it cannot parse, a plugin's import
         sys.stderr.write(f"ERROR: pytest's configuration: {type(exc).__name__}: {exc}\n")
         sys.exit(_USAGE_ERROR)
+    args = [*_for_workers(loaded, settings, args), *args]
     _source_only(root)
     reporter = _reporter(folder)
     if fd >= 0:
