@@ -13,6 +13,7 @@ Real repositories, real pytest, the default configuration (only a test command).
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -384,3 +385,63 @@ def test_xdist_workers_load_the_declared_plugins_too(tmp_path: Path) -> None:
     v = verdict(repo, session(repo, {"calc.py": RIGHT}))
     assert v.delivery_status is DeliveryStatus.DELIVERED, output(v)
     assert v.checks["tests"].details["counts"]["passed"] == 1
+
+
+# -- the entry's side (verifier/checks/tests/entries/pytest_entry.py) -------------------
+
+
+def plugin_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A folder of the interpreter's path with one distribution, ``tree-plugin``, whose
+    ``pytest11`` entry point is ``treeplug``."""
+    site = tmp_path / "site"
+    folder = site / "tree_plugin-0.1.dist-info"
+    folder.mkdir(parents=True)
+    (folder / "METADATA").write_text("Metadata-Version: 2.1\nName: Tree_Plugin\nVersion: 0.1\n")
+    (folder / "entry_points.txt").write_text("[pytest11]\ntreeplug = tree_plugin_mod\n")
+    (site / "tree_plugin_mod.py").write_text("LOADED = True\n")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.delitem(sys.modules, "tree_plugin_mod", raising=False)
+    return site
+
+
+def names(found: list[tuple[Any, Any, Any]]) -> set[str]:
+    return {ep.name for ep, _, _ in found}
+
+
+def test_a_declared_distribution_loads_its_plugins_by_distribution_name_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from verifier.checks.tests.entries import pytest_entry
+
+    site = plugin_site(tmp_path, monkeypatch)
+    copy = str(tmp_path / "copy")
+    assert "treeplug" in names(pytest_entry._trusted_plugins([], copy, declared=["tree-plugin"]))
+    # A declaration names a distribution, not an entry point.
+    assert "treeplug" not in names(pytest_entry._trusted_plugins([], copy, declared=["treeplug"]))
+    assert "treeplug" in names(pytest_entry._trusted_plugins("all", copy))
+    # Inside the copy or the checked repository: never, whatever names it.
+    assert "treeplug" not in names(pytest_entry._trusted_plugins("all", str(site)))
+    assert "treeplug" not in names(
+        pytest_entry._trusted_plugins([], "/nowhere", [str(site)], declared=["tree-plugin"])
+    )
+
+
+def test_the_workers_get_every_loaded_plugin_but_a_blocked_one() -> None:
+    from verifier.checks.tests.entries import pytest_entry
+
+    class Point:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+    loaded = [(Point(n), None, None) for n in ("xdist", "anyio", "pytest_mock")]
+    settings = {"addopts": "-p no:anyio -q"}
+    assert pytest_entry._for_workers(loaded, settings, ["-pno:pytest_mock"]) == ["-p", "xdist"]
+    assert pytest_entry._for_workers(loaded, {}, []) == [
+        "-p",
+        "xdist",
+        "-p",
+        "anyio",
+        "-p",
+        "pytest_mock",
+    ]
+    assert pytest_entry._for_workers(loaded[1:], {}, []) == []  # no xdist: no workers
