@@ -126,12 +126,12 @@ Globs = Annotated[tuple[str, ...], BeforeValidator(_globs)]
 
 
 def _names(value: Any) -> Any:
-    if value is None:
-        return None
+    if value is None or value == "all":
+        return value
     if not isinstance(value, list | tuple) or not all(
         isinstance(v, str) and v and not v.startswith("-") and v == v.strip() for v in value
     ):
-        raise ValueError(f"expected a list of plugin names, got {value!r}")
+        raise ValueError(f'expected "all" or a list of plugin names, got {value!r}')
     return tuple(value)
 
 
@@ -206,8 +206,11 @@ class RepositoryConfig:
     read_only_paths: Paths = ()
     # The pytest plugins loaded, by entry point or distribution name, from the interpreter's
     # own packages (never the tree's): docs/runners.md. Unset: those the base's pytest
-    # configuration asks for (`-p NAME` in addopts, required_plugins); [] for none.
-    pytest_plugins: Annotated[tuple[str, ...] | None, BeforeValidator(_names)] = None
+    # configuration asks for (`-p NAME` in addopts, required_plugins) and those of the
+    # distributions the base declares as dependencies; [] for none; "all": every one.
+    pytest_plugins: Annotated[tuple[str, ...] | Literal["all"] | None, BeforeValidator(_names)] = (
+        None
+    )
 
     @model_validator(mode="after")
     def _one_interpreter(self) -> RepositoryConfig:

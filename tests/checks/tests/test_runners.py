@@ -125,14 +125,22 @@ def test_pytest_runs_through_our_entry_with_our_options_last_but_before_a_double
         "pytest_reporter.py",
         "spec.json",
     ]
-    assert json.loads(Path(spec).read_text()) == {"plugins": None, "untrusted": []}
+    assert json.loads(Path(spec).read_text()) == {"plugins": None, "declared": [], "untrusted": []}
     (tmp_path / "b").mkdir()
     runners.with_pytest_entry(
         argv, tmp_path / "b", junit, 7, os.defpath, ("xdist",), untrusted=[Path("/srv/r")]
     )
     assert json.loads((tmp_path / "b" / "runner" / "spec.json").read_text()) == {
         "plugins": ["xdist"],
+        "declared": [],
         "untrusted": ["/srv/r"],
+    }
+    (tmp_path / "c").mkdir()
+    runners.with_pytest_entry(argv, tmp_path / "c", junit, 7, os.defpath, "all", declared=["a-b"])
+    assert json.loads((tmp_path / "c" / "runner" / "spec.json").read_text()) == {
+        "plugins": "all",
+        "declared": ["a-b"],
+        "untrusted": [],
     }
 
 

@@ -80,10 +80,12 @@ def cache_key(
     repository: RepositoryConfig,
     *,
     watched: Sequence[str] = (),
+    declared: Sequence[str] = (),
 ) -> str:
     """SHA-256 over what decides a test run's result: the tree tested (`tree_digest`),
     what the monitor is told of the session (`watched`: its changed files and data),
     the command as configured and as run, its timeout and how its results are read,
+    the plugins loaded (the repository's, the distributions the base `declared`),
     the environment (interpreters, their installed packages, PATH, the platform),
     the sandbox settings, and the verifier's version."""
     interpreter = argv[0] if argv else ""
@@ -95,6 +97,7 @@ def cache_key(
         "timeout_s": timeout_s,
         "results": [repository.results, list(repository.results_junit)],
         "pytest_plugins": repository.pytest_plugins,
+        "declared_plugins": list(declared),
         "environment": {
             "python": interpreter,
             "python_resolved": os.path.realpath(interpreter) if interpreter else "",

@@ -19,7 +19,9 @@
    ``test_paths``) are put back as they are at the base (`verifier.checks.tests.testinfra`;
    `tests.base_infra_failed` when they cannot be read), each a note. Bytecode is
    removed from the copy (a note) and the native extensions that are not the base's
-   are named (`verifier.checks.tests.compiled`): what runs is what was hashed.
+   are named (`verifier.checks.tests.compiled`): what runs is what was hashed. The
+   distributions the base declares as dependencies are read from its blobs
+   (`verifier.checks.tests.declared`): pytest loads their trusted plugins by default.
 4. The cache: with a `TestResultCache` (the store's), a result kept under
    `verifier.checks.tests.cache.cache_key` (the tree of ``work/`` as it now is,
    the command, the environment, the sandbox settings, the verifier's version)
@@ -77,6 +79,7 @@ from verifier._internal.snapshot import SnapshotError, SnapshotInfo, materialize
 from verifier.checks.base import Context, HeadState, TestResultCache, object_corrupt
 from verifier.checks.tests import NAME, changed, compiled, judge, monitoring, results, runners
 from verifier.checks.tests.cache import Hit, cache_key, cached, keep, reused, tree_digest
+from verifier.checks.tests.declared import declared_distributions
 from verifier.checks.tests.hidden import hidden_paths
 from verifier.checks.tests.results import Channel
 from verifier.checks.tests.testinfra import BaseInfra, TestInfraError, use_base_test_infra
@@ -190,8 +193,9 @@ def check(
             # 3. The copy.
             snapshot, infra, infra_notes, native = _copy(job, folder)
             facts = (infra,) if infra is not None else ()
+            declared = _declared(job, runners.runs_pytest(argv))
             # 4. The cache.
-            key, hit = _lookup(job, cache, folder, snapshot, argv)
+            key, hit = _lookup(job, cache, folder, snapshot, argv, declared)
             if hit is not None:
                 say(f"tests not run: this tree was tested for session {hit[0]}")
                 kind = runners.results_kind(argv, job.command, job.repository)
@@ -200,13 +204,16 @@ def check(
                 kept = replace(kept, facts=kept.facts + facts)
                 return judge.timed(compiled.inconclusive(kept, native), started)
             # 5. The launch.
-            launch = _launch(job, folder, argv, bin_dirs)
+            launch = _launch(job, folder, argv, bin_dirs, declared)
             say(f"running tests: {launch.argv} (timeout {timeout_s:g}s)")
             # 6. The run.
             ran = _run(job, folder, launch)
             say(_summary_line(ran.outcome))
             # 7. The reading.
             reading = _read(job, folder, launch, ran)
+            # What our entry wrote after a failed run: the trusted plugins it did not load.
+            output = ran.outcome.output_excerpt
+            not_loaded = runners.not_loaded_note(folder.root, output) if launch.is_pytest else ()
     except _Stop as stop:
         return judge.error(started, stop.code, stop.message, **stop.details)
     except ObjectCorrupt as exc:  # the copy, or the base's tests, read other bytes than an id's
@@ -227,6 +234,8 @@ def check(
         keep(cache, key, session_id, result)
     result = compiled.inconclusive(result, native)
     notes = (*result.notes, *infra_notes, *runners.guarantee_notes(launch.kind))
+    if result.status is CheckStatus.FAIL:
+        notes = (*notes, *not_loaded)
     return judge.timed(replace(result, notes=notes, facts=result.facts + facts), started)
 
 
@@ -366,15 +375,31 @@ def _moved(expected: Mapping[str, str], copied: Mapping[str, str]) -> list[str]:
     return sorted(p for p in expected.keys() | ours.keys() if expected.get(p) != ours.get(p))
 
 
+def _declared(job: _Job, pytest: bool) -> tuple[str, ...]:
+    """The distributions the base (or the trusted ref's tip, as for the test
+    infrastructure) declares as dependencies: their trusted pytest plugins load by default
+    (`verifier.checks.tests.declared`). None without a base, for a command that does not
+    run pytest, or when the repository names its plugins itself."""
+    repository = job.repository
+    if job.base_commit is None or repository.pytest_plugins is not None or not pytest:
+        return ()
+    source = repository.trusted_ref if repository.trusted_ref is not None else job.base_commit
+    try:
+        return declared_distributions(job.repo_path, source)
+    except TestInfraError as exc:
+        raise _Stop("tests.base_infra_failed", str(exc), mode=job.mode) from None
+
+
 def _lookup(
     job: _Job,
     cache: TestResultCache | None,
     folder: _Folder,
     snapshot: SnapshotInfo,
     argv: Sequence[str],
+    declared: Sequence[str],
 ) -> tuple[str | None, Hit | None]:
-    """Step 4: the key of this run in `cache` (`cache_key`, of the copy as it now is), and
-    the result kept under it; neither without a cache."""
+    """Step 4: the key of this run in `cache` (`cache_key`, of the copy as it now is, and
+    the plugins the base declares), and the result kept under it; neither without a cache."""
     if cache is None:
         return None, None
     tree = tree_digest(folder.work, snapshot, job.repository.test_paths)
@@ -386,7 +411,14 @@ def _lookup(
         *(f"changed:{p}" for p in monitoring.code(changed, test_paths)),
     ]
     key = cache_key(
-        tree, job.command, argv, job.timeout_s, job.config, job.repository, watched=watched
+        tree,
+        job.command,
+        argv,
+        job.timeout_s,
+        job.config,
+        job.repository,
+        watched=watched,
+        declared=declared,
     )
     return key, cached(cache, key)
 
@@ -406,8 +438,11 @@ class _Launch:
     events: tuple[int, int] | None  # the pipe's read and write ends
 
 
-def _launch(job: _Job, folder: _Folder, argv: list[str], bin_dirs: list[Path]) -> _Launch:
-    """Step 5: how the results are read, and the command through our entry for them."""
+def _launch(
+    job: _Job, folder: _Folder, argv: list[str], bin_dirs: list[Path], declared: Sequence[str]
+) -> _Launch:
+    """Step 5: how the results are read, and the command through our entry for them (for
+    pytest, with the distributions the base `declared`)."""
     repository = job.repository
     kind = runners.results_kind(argv, job.command, repository)
     is_pytest = runners.runs_pytest(argv)
@@ -425,6 +460,7 @@ def _launch(job: _Job, folder: _Folder, argv: list[str], bin_dirs: list[Path]) -
             env["PATH"],
             repository.pytest_plugins,
             untrusted=[job.repo_path.resolve()],
+            declared=declared,
         )
         _monitor(job, folder, folder.root / "runner")
     elif kind == "unittest" and events is not None:

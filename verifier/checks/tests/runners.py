@@ -9,7 +9,9 @@ How a run's results are read (docs/runners.md) is the repository's ``results``
   on the path, configures it with a file of ours written from the settings pytest's
   rules find in the copy (whose configuration files are the base's), loads only the
   plugins named (the repository's ``pytest_plugins``, else those the configuration
-  asks for) from distributions installed outside the copy, and registers our plugin
+  asks for and those of the distributions the base declares as dependencies,
+  `verifier.checks.tests.declared`) from distributions installed outside the copy,
+  and registers our plugin
   (`verifier.checks.tests.entries.pytest_reporter`): it reports each test as it
   finishes, and the session's end, on a pipe whose read end only we hold; pytest
   also gets ``--junitxml=<tmp>/junit.xml`` and ``-p no:cacheprovider``.
@@ -27,6 +29,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import shutil
 import sys
 from collections.abc import Sequence
@@ -39,6 +42,7 @@ __all__ = [
     "child_env",
     "guarantee_notes",
     "interpreter",
+    "not_loaded_note",
     "results_kind",
     "runs_pytest",
     "runs_unittest",
@@ -79,6 +83,43 @@ def guarantee_notes(kind: str) -> tuple[str, ...]:
     if kind == "pytest":
         return ()
     return (_WEAKER["unittest"] if kind == "unittest" else _WEAKER["other"],)
+
+
+_NOT_LOADED = "plugins-not-loaded.json"  # the pytest entry's file, in its folder
+_MAX_NOT_LOADED = 20
+
+
+# What pytest prints when a plugin the suite relies on is missing: a fixture, an option, a
+# marker or an ini key it would have added, an async test with no plugin to run it.
+_MISSING_PLUGIN = re.compile(
+    r"fixture '[^'\n]+' not found|unrecognized arguments: -|not found in `markers`"
+    r"|Unknown pytest\.mark\.|Unknown config option|Missing required plugins"
+    r"|async def functions are not natively supported"
+)
+
+
+def not_loaded_note(tmp: Path, output: str) -> tuple[str, ...]:
+    """After a failed pytest run whose `output` shows a sign of a missing plugin
+    (`_MISSING_PLUGIN`), the note naming the trusted plugins our entry did not load (its
+    file in the run's folder `tmp`), and how to load them. None when every one was loaded,
+    or the file is absent or not what the entry writes (it is only a note)."""
+    if not _MISSING_PLUGIN.search(output):
+        return ()
+    try:
+        with open(tmp / "runner" / _NOT_LOADED, encoding="utf-8") as fh:
+            found = json.loads(fh.read(1 << 16))
+        pairs = [(str(ep), str(dist)) for ep, dist in found]
+    except (OSError, ValueError, TypeError):
+        return ()
+    if not pairs:
+        return ()
+    names = ", ".join(f"{ep} ({dist})" for ep, dist in pairs[:_MAX_NOT_LOADED])
+    more = f" and {len(pairs) - _MAX_NOT_LOADED} more" if len(pairs) > _MAX_NOT_LOADED else ""
+    return (
+        f"pytest plugins installed but not loaded: {names}{more}; a plugin loads when the "
+        "base declares its distribution as a dependency, or when the repository's "
+        'pytest_plugins names it ("all": every one): docs/runners.md',
+    )
 
 
 def runs_pytest(argv: Sequence[str]) -> bool:
@@ -137,14 +178,16 @@ def with_pytest_entry(
     junit: Path,
     fd: int,
     search_path: str,
-    plugins: Sequence[str] | None = None,
+    plugins: Sequence[str] | str | None = None,
     untrusted: Sequence[Path] = (),
+    declared: Sequence[str] = (),
 ) -> list[str]:
     """The same interpreter, its options and pytest's arguments, through our entry.
 
     ``PYTHON [OPTIONS] -m pytest ARGS`` becomes ``PYTHON [OPTIONS] -s ENTRY FD SPEC ARGS``,
-    SPEC naming the `plugins` to load (None: those the configuration asks for) and the
-    folders besides the copy whose distributions never count (`untrusted`: the checked
+    SPEC naming the `plugins` to load (None: those the configuration asks for and those
+    of the distributions the base declares, `declared`; ``"all"``: every trusted one) and
+    the folders besides the copy whose distributions never count (`untrusted`: the checked
     repository, which a venv's editable install may put on the path);
     a ``pytest`` script found on the PATH runs with the Python its ``#!`` line
     names. A script inside the copy (``./pytest-x``) is the repository's own
@@ -160,7 +203,8 @@ def with_pytest_entry(
     spec.write_text(
         json.dumps(
             {
-                "plugins": None if plugins is None else list(plugins),
+                "plugins": plugins if plugins in (None, "all") else list(plugins or ()),
+                "declared": list(declared),
                 "untrusted": [str(p) for p in untrusted],
             }
         )

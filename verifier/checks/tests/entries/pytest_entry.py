@@ -4,7 +4,8 @@ is on the path, and only by us.
 The tests check runs ``PYTHON [OPTIONS] -s pytest_entry.py FD SPEC ARGS...`` in place of
 ``PYTHON -m pytest ARGS...`` (or a ``pytest`` script, with its interpreter), from a
 folder of ours outside the copy that holds this file, `pytest_reporter.py` and SPEC (a
-JSON file of ours: ``{"plugins": null | [names], "untrusted": [folders]}``), with
+JSON file of ours: ``{"plugins": null | "all" | [names], "declared": [distributions],
+"untrusted": [folders]}``), with
 the copy as the working folder. Standard library and pytest only.
 
 ``-m pytest`` would put the working folder first on ``sys.path``, before the
@@ -26,12 +27,15 @@ repository's root would be what runs. Here:
    gets ``-c OURS --rootdir DIR --confcutdir DIR``: nothing above the copy, and no
    file the session added, is read. No ``PYTEST_*`` variable but
    ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`` is left in the environment;
-4. plugins are loaded by name only (`_trusted_plugins`): those SPEC names, or by
-   default those the configuration asks for (``-p NAME`` in ``addopts``,
-   ``required_plugins``) and the command's ``-p NAME``, from the ``pytest11``
-   entry points of distributions installed outside the copy, loaded now while the
-   repository is not on the path; afterwards pytest loads nothing by entry point
-   (`_Plugins`), so package metadata committed into the tree registers nothing;
+4. plugins are loaded by name only (`_trusted_plugins`): those SPEC names (``"all"``:
+   every one), or by default those the configuration asks for (``-p NAME`` in
+   ``addopts``, ``required_plugins``) and the plugins of the distributions SPEC says
+   the base declares as dependencies, with the command's ``-p NAME``, from the
+   ``pytest11`` entry points of distributions installed outside the copy, loaded now
+   while the repository is not on the path; afterwards pytest loads nothing by entry
+   point (`_Plugins`), so package metadata committed into the tree registers nothing.
+   After a failed run the trusted plugins not loaded are written to a file of ours
+   (`_report_not_loaded`), for a note;
 5. no bytecode of the tree is read (`_source_only`): a module of the tree is
    compiled from its source (its ``__pycache__`` is never read) and a sourceless
    ``.pyc`` is not importable;
@@ -94,6 +98,8 @@ _SETTINGS = "pytest-settings.toml"
 # file's folder: made absolute, since our file lies elsewhere.
 _PATH_SETTINGS = ("pythonpath",)
 _USAGE_ERROR = 4  # pytest's exit status for a usage error
+# Written by us after a failed run: the trusted plugins that were not loaded.
+_NOT_LOADED = "plugins-not-loaded.json"
 
 
 def _reporter(folder: str) -> ModuleType:
@@ -259,36 +265,87 @@ def _canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _trusted_plugins(
-    names: Sequence[str], root: str, untrusted: Sequence[str] = ()
-) -> list[tuple[Any, Any, Any]]:
-    """(entry point, distribution, loaded plugin) of each ``pytest11`` entry point named in
-    `names`, or of a distribution named there, installed outside `root` and `untrusted`.
-    Called while the repository is not on the path; a distribution inside `root` (the
-    copy) or an `untrusted` folder (the checked repository) never counts."""
-    if not names:
-        return []
+def _trusted_entry_points(root: str, untrusted: Sequence[str] = ()) -> list[tuple[Any, Any, str]]:
+    """(entry point, distribution, its normalised name) of every ``pytest11`` entry point of
+    a distribution installed outside `root` and `untrusted`, each entry point name once: a
+    distribution inside `root` (the copy) or an `untrusted` folder (the checked repository)
+    never counts."""
     from importlib import metadata
 
-    wanted = {_canonical(n) for n in names}
     outside = [os.path.realpath(p) for p in (root, *untrusted)]
-    found: list[tuple[Any, Any, Any]] = []
+    found: list[tuple[Any, Any, str]] = []
     seen: set[str] = set()
     for dist in metadata.distributions():
         try:
+            # Most distributions have no plugin: their METADATA is never parsed.
+            if "pytest11" not in (dist.read_text("entry_points.txt") or ""):
+                continue
             where = str(dist.locate_file(""))
             dist_name = _canonical(dist.metadata["Name"] or "")
+            points = [ep for ep in dist.entry_points if ep.group == "pytest11"]
         except Exception:  # unreadable metadata: not a plugin we can name
             continue
-        if any(_inside(where, folder) for folder in outside):
+        if not points or any(_inside(where, folder) for folder in outside):
             continue
-        for ep in dist.entry_points:
-            if ep.group != "pytest11" or ep.name in seen:
-                continue
-            if _canonical(ep.name) in wanted or dist_name in wanted:
+        for ep in points:
+            if ep.name not in seen:
                 seen.add(ep.name)
-                found.append((ep, dist, ep.load()))
+                found.append((ep, dist, dist_name))
     return found
+
+
+def _trusted_plugins(
+    names: Sequence[str] | str,
+    root: str,
+    untrusted: Sequence[str] = (),
+    declared: Sequence[str] = (),
+) -> list[tuple[Any, Any, Any]]:
+    """(entry point, distribution, loaded plugin) of each trusted ``pytest11`` entry point
+    (`_trusted_entry_points`) named in `names` (an entry point's or its distribution's
+    name; ``"all"``: every one), or whose distribution `declared` names (normalised
+    distribution names the base declares). Called while the repository is not on the path."""
+    if not names and not declared:
+        return []
+    everything = names == "all"
+    wanted = set() if everything else {_canonical(n) for n in names}
+    dists = {_canonical(n) for n in declared} | wanted
+    return [
+        (ep, dist, ep.load())
+        for ep, dist, dist_name in _trusted_entry_points(root, untrusted)
+        if everything or _canonical(ep.name) in wanted or dist_name in dists
+    ]
+
+
+def _report_not_loaded(folder: str, root: str, untrusted: Sequence[str], loaded: Any) -> None:
+    """After a failed run, the trusted plugins that were not loaded, into a file of ours
+    beside this one (``plugins-not-loaded.json``): the tests check names them in a note."""
+    with contextlib.suppress(Exception):  # only a note: never a reason to fail otherwise
+        names = {ep.name for ep, _, _ in loaded}
+        missing = [
+            [ep.name, dist.metadata["Name"] or dist_name]
+            for ep, dist, dist_name in _trusted_entry_points(root, untrusted)
+            if ep.name not in names
+        ]
+        with open(os.path.join(folder, _NOT_LOADED), "w", encoding="utf-8") as fh:
+            json.dump(missing, fh)
+
+
+def _for_workers(
+    loaded: Sequence[tuple[Any, Any, Any]], settings: dict[str, Any], args: Sequence[str]
+) -> list[str]:
+    """``-p NAME`` of each plugin we loaded, when pytest-xdist is one: its workers start
+    pytest without our entry and load the plugins the controller's arguments name (for
+    us a no-op: each is registered under that name already). None the configuration or
+    the command blocks (``-p no:NAME``)."""
+    if not any(ep.name == "xdist" for ep, _, _ in loaded):
+        return []
+    text = " ".join([*_words(settings.get("addopts", [])), *args])
+    blocked = set(re.findall(r"(?:^|\s)-p\s*no:(\S+)", text))
+    return [a for ep, _, _ in loaded if ep.name not in blocked for a in ("-p", ep.name)]
+
+
+def _words(value: Any) -> list[str]:
+    return shlex.split(value) if isinstance(value, str) else [str(v) for v in value]
 
 
 def _no_entry_points(group: str, name: str | None = None) -> int:
@@ -383,12 +440,15 @@ def main() -> None:
     root = os.getcwd()
     try:
         args, settings = _configuration(root, args, folder)
-        names = spec["plugins"] if spec.get("plugins") is not None else _asked_for(settings, [])
-        asked = [*names, *_asked_for({}, args)]
-        loaded = _trusted_plugins(asked, root, spec.get("untrusted", []))
+        plugins, untrusted = spec.get("plugins"), spec.get("untrusted", [])
+        declared = spec.get("declared", []) if plugins is None else []
+        names = plugins if plugins is not None else _asked_for(settings, [])
+        asked = "all" if names == "all" else [*names, *_asked_for({}, args)]
+        loaded = _trusted_plugins(asked, root, untrusted, declared)
     except Exception as exc:  # pytest's UsageError, a file it cannot parse, a plugin's import
         sys.stderr.write(f"ERROR: pytest's configuration: {type(exc).__name__}: {exc}\n")
         sys.exit(_USAGE_ERROR)
+    args = [*_for_workers(loaded, settings, args), *args]
     _source_only(root)
     reporter = _reporter(folder)
     if fd >= 0:  # the monitor, before any file of the tree is importable
@@ -396,7 +456,10 @@ def main() -> None:
         reporter.channel()
     _open_the_tree(root)
     sys.argv = [sys.argv[0], *args]
-    sys.exit(int(pytest.main(args, plugins=[_Plugins(loaded), reporter])))
+    status = int(pytest.main(args, plugins=[_Plugins(loaded), reporter]))
+    if status != 0:
+        _report_not_loaded(folder, root, untrusted, loaded)
+    sys.exit(status)
 
 
 if __name__ == "__main__":
