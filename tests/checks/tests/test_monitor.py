@@ -96,6 +96,7 @@ def run(
     *,
     tests: tuple[str, ...] = (),
     watch: tuple[str, ...] = (),
+    extra: dict[str, object] | None = None,
 ) -> bytes:
     """Import `files`' ``target`` module as tree code, with the monitor installed; the
     channel's bytes. `tests` are the tree's test files, `watch` its changed data."""
@@ -111,6 +112,7 @@ def run(
         "tests": list(tests),
         "watch": list(watch),
         "junit": str(tmp_path / "junit.xml"),
+        **(extra or {}),
     }
     (ours / "monitor.json").write_text(json.dumps(settings))
     driver = (
@@ -196,3 +198,29 @@ def test_a_changed_data_file_opened_by_a_test_is_reported_and_one_by_the_code_is
     assert read_monitor(data) == (
         MonitorEvent("data_read", "data/a.json", 1, "", "tests/test_a.py"),
     )
+
+
+# target.py as the base had it (an `exec` of a constant, six's way of defining
+# `raise_from`), and the session's line 8 after it.
+OLD_EXEC = "exec('def raise_from(value):\\n    raise value')\n\n\ndef helper(src):\n    exec(src)\n"
+
+
+def test_an_event_at_a_line_of_the_base_in_a_changed_file_is_not_reported(
+    tmp_path: Path,
+) -> None:
+    """A changed file's old lines do what they did at the base (the static scan reports only
+    new statements too): only the lines the session wrote count, `new_lines`."""
+    target = OLD_EXEC + "\n\nANSWER = 42\n"
+    settings = {"changed": ["target.py"], "new_lines": {"target.py": [8]}}
+    data = run(tmp_path, {"target.py": target}, extra=settings)
+    assert [e for e in read_monitor(data) if e.what == "code-built"] == []
+
+
+def test_an_old_line_called_from_a_line_the_session_wrote_is_reported_at_that_line(
+    tmp_path: Path,
+) -> None:
+    target = OLD_EXEC + "\n\nhelper('x = ' + '1')\n"
+    settings = {"changed": ["target.py"], "new_lines": {"target.py": [8]}}
+    data = run(tmp_path, {"target.py": target}, extra=settings)
+    built = [e for e in read_monitor(data) if e.what == "code-built"]
+    assert built and {(e.file, e.line) for e in built} == {("target.py", 8)}

@@ -69,10 +69,12 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from verifier._internal.cancel import CancelToken
+from verifier._internal.git import Git
 from verifier._internal.sandbox import runner
 from verifier._internal.sandbox.runner import RunnerNotFound, RunOutcome, SandboxUnavailable
 from verifier._internal.snapshot import SnapshotError, SnapshotInfo, materialize, temp_parent
@@ -475,7 +477,30 @@ def _launch(
 def _monitor(job: _Job, folder: _Folder, entry_folder: Path) -> None:
     """The monitor and its settings beside our entry (`verifier.checks.tests.monitoring`)."""
     paths = job.repository.test_paths
-    monitoring.prepare(entry_folder, folder.work, paths, job.changed, folder.junit)
+    reader = (
+        None if job.base_commit is None else partial(_base_bytes, job.repo_path, job.base_commit)
+    )
+    monitoring.prepare(entry_folder, folder.work, paths, job.changed, folder.junit, reader)
+
+
+def _base_bytes(repo_path: Path, commit: str, paths: Sequence[str]) -> dict[str, bytes]:
+    """The bytes at `commit` of those of `paths` it has (every blob checked against its id).
+    When git cannot say, none: every line of those files then counts as new."""
+    git = Git(repo_path, error=TestInfraError)
+    ids: dict[str, str] = {}
+    try:
+        listing = git.run("ls-tree", "-z", "--full-tree", commit, "--", *paths)
+        for record in listing.split(b"\0"):
+            meta, _, raw = record.partition(b"\t")
+            parts = meta.decode("ascii", "replace").split(" ")
+            if len(parts) == 3 and parts[1] == "blob" and os.fsdecode(raw) in paths:
+                ids[os.fsdecode(raw)] = parts[2]
+        with git.cat_file(list(ids.values())) as batch:
+            return {path: batch.read(oid) for path, oid in ids.items()}
+    except ObjectCorrupt:
+        raise
+    except InfrastructureError:
+        return {}
 
 
 @dataclass(frozen=True)

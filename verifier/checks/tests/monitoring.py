@@ -19,10 +19,11 @@ sent become findings:
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -67,8 +68,10 @@ def prepare(
     test_paths: Sequence[str],
     changed: Sequence[str] | None,
     junit: Path,
+    base_texts: Callable[[Sequence[str]], dict[str, bytes]] | None = None,
 ) -> None:
-    """Put the monitor and its settings beside our entry in `entry_folder`."""
+    """Put the monitor and its settings beside our entry in `entry_folder`; `base_texts`
+    reads the base's bytes of paths (those it has), for the lines the session changed."""
     shutil.copyfile(MONITOR, entry_folder / MONITOR.name)
     tests = []
     for folder, dirs, names in os.walk(work):
@@ -85,8 +88,37 @@ def prepare(
         "watch": watched(changed or (), test_paths),
     }
     if changed is not None:
-        settings["changed"] = code(changed, test_paths)
+        changed_code = code(changed, test_paths)
+        settings["changed"] = changed_code
+        if base_texts is not None:
+            settings["new_lines"] = new_lines(work, changed_code, base_texts)
     (entry_folder / "monitor.json").write_text(json.dumps(settings), encoding="utf-8")
+
+
+def new_lines(
+    work: Path, changed: Sequence[str], base_texts: Callable[[Sequence[str]], dict[str, bytes]]
+) -> dict[str, list[int]]:
+    """The lines (numbered as at the head, from 1) of each changed Python file of the copy
+    that are new or changed relative to the base: an event at another line of it is the
+    base's code doing what it did at the base, and counts only when a new line is further
+    out on the stack (as the static scan reports only new statements). A file the base
+    does not have is left out: all its lines are new."""
+    wanted = [p for p in changed if p.endswith(".py")]
+    base = base_texts(wanted) if wanted else {}
+    found: dict[str, list[int]] = {}
+    for path, before in base.items():
+        try:
+            after = (work / path).read_bytes()
+        except OSError:
+            continue
+        old, new = before.splitlines(), after.splitlines()
+        lines: list[int] = []
+        matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+        for tag, _i1, _i2, j1, j2 in matcher.get_opcodes():
+            if tag in ("replace", "insert"):
+                lines.extend(range(j1 + 1, j2 + 1))
+        found[path] = lines
+    return found
 
 
 def findings(events: Sequence[MonitorEvent], changed_data: str) -> list[Finding]:

@@ -37,9 +37,10 @@ What it does:
 
 The settings come from ``monitor.json`` beside this file, written by the
 verifier: ``root`` (the copy), ``tests`` (its test files, relative), ``watch``
-(changed data files, relative), ``changed`` (the files the session changed: an
-event from a file it did not change counts only when a changed file's code is on
-the stack) and ``junit`` (our report's path). The hot path costs a set lookup for
+(changed data files, relative), ``changed`` (the files the session changed) and
+``new_lines`` (per changed file the base has, the lines new relative to it): an
+event at a line the session did not write counts only when a line it wrote is
+further out on the stack; and ``junit`` (our report's path). The hot path costs a set lookup for
 the events it does not watch; everything used at event time is bound at install,
 so the tree rebinding ``os.write`` or ``sys._getframe`` changes nothing here.
 """
@@ -428,14 +429,31 @@ def actor(frame: Any, classify: Classifier, through: str, transparent: frozenset
     return None
 
 
+def is_new(
+    path: str, line: int, changed: frozenset[str], new_lines: dict[str, frozenset[int]]
+) -> bool:
+    """Whether `line` of the tree's file `path` is the session's: the file is one it
+    changed, and the line is new relative to the base (every line of a file whose new
+    lines are not known, a file the base does not have)."""
+    if path not in changed:
+        return False
+    lines = new_lines.get(path)
+    return lines is None or line in lines
+
+
 def changed_caller(
-    frame: Any, classify: Classifier, changed: frozenset[str]
+    frame: Any,
+    classify: Classifier,
+    changed: frozenset[str],
+    new_lines: dict[str, frozenset[int]] | None = None,
 ) -> tuple[str, int] | None:
-    """The innermost frame, from `frame` outwards, of a tree file in `changed` (or of code
-    of no file of the tree): ``(path, line)``, or None when there is none on the stack."""
+    """The innermost frame, from `frame` outwards, at a line the session wrote (`is_new`),
+    or of code of no file of the tree: ``(path, line)``, or None when there is none."""
     while frame is not None:
         kind, path = classify(frame.f_code.co_filename)
-        if (kind == "tree" and path in changed) or kind == "unknown":
+        if kind == "unknown" or (
+            kind == "tree" and is_new(path, frame.f_lineno, changed, new_lines or {})
+        ):
             return path, frame.f_lineno
         frame = frame.f_back
     return None
@@ -542,6 +560,12 @@ def install(fd: int, folder: str) -> None:
     # a changed file's code is on the stack (a new call of old code), not otherwise.
     changed = settings.get("changed")
     changed = frozenset(changed) if isinstance(changed, list) else None
+    # Of those, the lines new relative to the base (a file not named: all of its lines).
+    new_lines = {
+        path: frozenset(lines)
+        for path, lines in (settings.get("new_lines") or {}).items()
+        if isinstance(lines, list)
+    }
 
     key = os.urandom(32)
     inner = bytes(b ^ 0x36 for b in key.ljust(64, b"\0"))
@@ -599,8 +623,8 @@ def install(fd: int, folder: str) -> None:
 
     def report(what: str, detail: str, found: Any) -> None:
         kind, path, line, _, frame = found
-        if kind == "tree" and changed is not None and path not in changed:
-            caller = changed_caller(frame.f_back, classify, changed)
+        if kind == "tree" and changed is not None and not is_new(path, line, changed, new_lines):
+            caller = changed_caller(frame.f_back, classify, changed, new_lines)
             if caller is None:
                 return  # the base's code, doing what it did at the base
             detail = f"{detail}, in {path}:{line}, which the session did not change"
@@ -761,9 +785,13 @@ def install(fd: int, folder: str) -> None:
                 return
             if kind not in ("tree", "unknown") or path in classify.trusted:
                 continue
-            if kind == "tree" and changed is not None and path not in changed:
-                outer = [classify(f) for f, _ in places[at + 1 :]]
-                if not any(k == "tree" and p in changed for k, p in outer):
+            if (
+                kind == "tree"
+                and changed is not None
+                and not is_new(path, line, changed, new_lines)
+            ):
+                outer = [(classify(f), n) for f, n in places[at + 1 :]]
+                if not any(k == "tree" and is_new(p, n, changed, new_lines) for (k, p), n in outer):
                     return  # the base's code, skipping as it did at the base
             suspect(OUTCOME["what"], OUTCOME["detail"].format(name=name), path, line)
             return
