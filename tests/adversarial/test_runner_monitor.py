@@ -213,6 +213,25 @@ def test_base_tests_with_a_helper_package_monkeypatch_and_tmp_path_are_delivered
     assert v.checks["tests"].details["counts"]["passed"] == 3
 
 
+def test_base_tests_with_unittest_subtests_are_delivered(tmp_path: Any) -> None:
+    """pytest reports a `TestCase.subTest` from inside unittest's context manager: our
+    reporter's lines come through unittest and contextlib, the runner's own way (seen on
+    more-itertools' suite, 12,037 subtests)."""
+    repo = GitRepo(tmp_path / "calc")
+    test = (
+        "import unittest\n\nimport calc\n\n\nclass T(unittest.TestCase):\n"
+        "    def test_many(self):\n"
+        "        for a, b in [(3, 1), (5, 2), (9, 4)]:\n"
+        "            with self.subTest(a=a, b=b):\n"
+        "                self.assertEqual(calc.subtract(a, b), a - b)\n"
+    )
+    repo.commit({**BASE, "tests/test_sub.py": test}, "base")
+    v = verdict(repo, fixed_session(repo).report())
+
+    assert v.delivery_status is DeliveryStatus.DELIVERED, v.to_dict()
+    assert v.checks["tests"].details["results"]["monitor_events"] == 0
+
+
 def test_a_module_that_walked_frames_at_the_base_is_delivered_when_fixed(tmp_path: Any) -> None:
     """The monitor counts an event of a file the session did not change only when a
     changed file's code is on the stack: the base's own frame walk does not refuse a fix."""

@@ -459,6 +459,13 @@ def changed_caller(
     return None
 
 
+# Standard-library modules through which the runner itself calls our reporter: unittest's
+# `subTest` (pytest's subtests report from inside its context manager) and contextlib.
+# Any other standard-library frame on the stack of a line (a thread, a finalizer, a
+# weakref callback) refuses it.
+RUNNER_STDLIB = ("unittest/", "contextlib")
+
+
 def refusal(frame: Any, classify: Classifier) -> tuple[str, str, int] | None:
     """Why a line of our reporter may not be sent from the stack at `frame` (the caller of
     ``sys.audit``): ``(kind, path, line)`` of the first frame that is not ours, the
@@ -469,8 +476,10 @@ def refusal(frame: Any, classify: Classifier) -> tuple[str, str, int] | None:
     last = frame
     while frame is not None:
         kind, path = classify(frame.f_code.co_filename)
-        if kind in ("stdlib", "import", "unknown") or (
-            kind == "tree" and path not in classify.trusted
+        passed_on = kind == "stdlib" and path.startswith(RUNNER_STDLIB)
+        if not passed_on and (
+            kind in ("stdlib", "import", "unknown")
+            or (kind == "tree" and path not in classify.trusted)
         ):
             return kind, path, frame.f_lineno
         last, frame = frame, frame.f_back
