@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from tests.support.gitrepo import GitRepo, sha256
 from tests.support.sessions import CALC, PYTEST, fix_turns, fixed_session, to_bytes
 from verifier.agent.harness import ScriptedModel, call, model_turn, run_session
+from verifier.checks import registered
+from verifier.checks.base import Context
 from verifier.config import Config, RepositoryConfig
 from verifier.contract.report import parse_report
-from verifier.findings import CheckStatus, DeliveryStatus, Verification
+from verifier.findings import CheckResult, CheckStatus, DeliveryStatus, Verification
+from verifier.tasks import Task
 from verifier.verify import Options, verify
 
 
@@ -268,3 +272,33 @@ def test_unknown_trajectory_keys_are_noted_and_counted(repo: GitRepo) -> None:
     assert v.delivery_status is DeliveryStatus.DELIVERED
     assert "ignored unknown key trajectory.contents.0.future0" in v.notes
     assert "and 5 more unknown keys" in v.notes
+
+
+class SeesTheTask:
+    """A check that records the task its context carries, for the test to read."""
+
+    name = "sees_task"
+    title = "Sees the task"
+    prefixes: Mapping[str, str] = {"sees_task.": "the task probe"}
+    reads: tuple[str, ...] = ()
+    launches = False
+
+    def __init__(self) -> None:
+        self.seen: list[Task | None] = []
+
+    def run(self, context: Context) -> CheckResult:
+        self.seen.append(context.task)
+        return CheckResult(self.name, CheckStatus.PASS)
+
+
+def test_the_task_handed_to_verify_is_what_the_checks_read(repo: GitRepo) -> None:
+    task = Task("calc-add", repository="calc", fail_to_pass=("tests/test_calc.py::test_add",))
+    report = parse_report(to_bytes(fixed_session(repo).report()))
+    probe = SeesTheTask()
+    v = verify(report, config_for(repo), checks=[*registered(), probe], task=task)
+    assert probe.seen == [task]
+    assert v.checks["sees_task"].status is CheckStatus.PASS
+    # Without one, a check reads None: a report never supplies its own task.
+    again = SeesTheTask()
+    verify(report, config_for(repo), checks=[*registered(), again])
+    assert again.seen == [None]

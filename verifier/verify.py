@@ -28,6 +28,7 @@ from verifier.config import Config
 from verifier.contract.report import Report
 from verifier.errors import ConfigError
 from verifier.findings import CheckResult, CheckStatus, Verification, cap_findings, decide
+from verifier.tasks import Task
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,7 @@ def verify(
     checks: Sequence[Check] | None = None,
     repo_problem: str | None = None,
     witnessed: WitnessedPrefix | None = None,
+    task: Task | None = None,
 ) -> Verification:
     """Decide whether the session of `report` delivered its work.
 
@@ -78,7 +80,8 @@ def verify(
        does not choose what it is checked against); a repository given by
        ``url`` comes as the path of its mirror (`verifier.app.pipeline`), or as
        `repo_problem`, why it could not be fetched; then the test command and
-       timeout;
+       timeout; the checks read `task`, the operator's task the command layer
+       resolved (never the report's own words);
     2. start every check (`verifier.checks.registered`), each in its own thread
        as soon as the checks it reads are done, under its deadline
        (`deadline_s`): changes, then the tests on the head state it
@@ -95,6 +98,7 @@ def verify(
     context = _context(report, config, options, progress, digest_cache)
     context.test_cache, context.repo_problem = test_cache, repo_problem
     context.witnessed = witnessed  # what the witness saw of the trail, for the audit check
+    context.task = task
 
     checks = registered() if checks is None else checks
     if not any(check.launches for check in checks):

@@ -27,6 +27,7 @@ from verifier._internal.git import BlobDigestCache
 from verifier.config import Config, RepositoryConfig
 from verifier.errors import ObjectCorrupt
 from verifier.findings import CheckResult, CheckStatus
+from verifier.tasks import Task
 
 if TYPE_CHECKING:
     from verifier.contract.report import Report
@@ -121,6 +122,9 @@ class Context:
     repo_problem: str | None = None
     # What the witness holds of this session's trail; None when no store was consulted.
     witnessed: WitnessedPrefix | None = None
+    # The operator's task for this session, as the command layer resolved it (never the
+    # report's own words); None when the session names none.
+    task: Task | None = None
     results: dict[str, CheckResult] = field(default_factory=dict)
     # Set once the checks that `launch` long work (the test run) have started it, or
     # finished: CPU-heavy work that can wait (loading the SDK) waits for it, so it
