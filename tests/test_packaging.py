@@ -86,7 +86,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     source = tmp / "source"
     shutil.copytree(ROOT, source, ignore=NOT_SOURCE)
     output = _pip("wheel", "--no-deps", "--wheel-dir", tmp / "dist", source)
-    (wheel,) = (tmp / "dist").glob("verifier-*.whl")
+    (wheel,) = (tmp / "dist").glob("agent_delivery_verifier-*.whl")
     venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
     # The wheel alone: pytest, which runs the demo's tests, comes as its dependency.
