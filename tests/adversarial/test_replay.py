@@ -134,7 +134,14 @@ def test_a_replace_applied_at_stale_line_numbers(notes: GitRepo) -> None:
 
 
 def test_an_edit_answered_as_done_and_skipped(notes: GitRepo) -> None:
-    v = run(notes, skipping, model_turn(edit("c1", 4, 4, "beta\n", "BETA\n")))
+    # The session also writes a file honestly: it is not empty (change.empty_session would
+    # catch that alone), and only the replay sees that the edit was never carried out.
+    v = run(
+        notes,
+        skipping,
+        model_turn(call("write_file", "c0", path="CHANGES.md", content="- beta is BETA\n")),
+        model_turn(edit("c1", 4, 4, "beta\n", "BETA\n")),
+    )
     assert (notes.path / "NOTES.md").read_text() == NOTES
     caught_by_replay_alone(v, "replay.skipped")
 

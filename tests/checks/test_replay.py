@@ -319,6 +319,8 @@ def test_a_request_outside_the_root_is_never_opened(tmp_path: Path) -> None:
     report = session(
         repo,
         model_turn(replace("c1", "../outside.txt", 1, 1, "secret\n", "x\n")),
+        # A real change beside it: an empty session is not delivered (change.empty_session).
+        model_turn(replace("c2", "NOTES.md", 3, 3, "alpha\n", "ALPHA\n")),
         commit=False,
     )
     v = verified(repo, report)

@@ -49,7 +49,7 @@ from verifier.checks.base import Context, HeadState, object_corrupt
 from verifier.config import RepositoryConfig
 from verifier.contract.report import ClaimedChange
 from verifier.errors import InfrastructureError, ObjectCorrupt
-from verifier.findings import CheckResult
+from verifier.findings import CheckResult, CheckStatus
 
 __all__ = ["NAME", "BlobDigestCache", "MemoryDigestCache", "check"]
 
@@ -137,7 +137,7 @@ class ChangesCheck:
                 f"no repository for {doc.repo.name!r}: pass --repo or set "
                 f"repositories.{doc.repo.name}.path (or .url) in the configuration",
             )
-        return check(
+        result = check(
             context.repo_path,
             doc.repo.base_commit,
             doc.repo.head_commit,
@@ -145,6 +145,30 @@ class ChangesCheck:
             context.repo,
             cache=context.digest_cache,
         )
+        read_only = context.task is not None and context.task.read_only
+        if context.report.done and not read_only and _empty(result):
+            return replace(result, status=CheckStatus.FAIL, findings=(*result.findings, EMPTY))
+        return result
+
+
+EMPTY = Finding(
+    "change.empty_session",
+    "the agent said done, but the session changed nothing: no claimed change, and the "
+    "head is the base's tree; an empty session delivers nothing unless its task is "
+    "declared read-only",
+    expected="a change, or a task declared read-only",
+    found="no change between base and head",
+)
+
+
+def _empty(result: CheckResult) -> bool:
+    """Whether the check compared base and head and found neither a claim nor a change."""
+    details = result.details
+    return (
+        result.status is not CheckStatus.ERROR
+        and details.get("claimed") == 0
+        and details.get("changed") == 0
+    )
 
 
 CHECK = ChangesCheck()

@@ -139,7 +139,10 @@ def test_a_file_created_then_deleted_is_no_claim_and_the_report_holds(
     ]
     assert report["changes"] == []
     checks = verdict(dumps(report), repo, tmp_path).checks
-    assert checks["audit"].findings == () and checks["changes"].findings == ()
+    assert checks["audit"].findings == ()
+    # The trail and the (absent) claims agree; the net change is nothing, so a session
+    # that said done delivered nothing: the one finding is that, not a claim mismatch.
+    assert [f.code for f in checks["changes"].findings] == ["change.empty_session"]
 
 
 def test_claims_compose_modes_and_drop_a_file_restored() -> None:
