@@ -23,7 +23,8 @@ reason code (`REASONS`):
    with its size and SHA-256;
 5. per session: the statement's DSSE signature by the same key; the report's
    bytes hash to the report_sha256 the statement binds; the statement's
-   subjects are the report's delivered files; its verdict, run and check
+   subjects are the report's delivered files (the report itself when it
+   delivers none: never an empty subject); its verdict, run and check
    statuses are those of the runs; the test logs are the runs'.
 """
 
@@ -59,6 +60,7 @@ __all__ = [
     "pack",
     "read_archive",
     "run_test_log",
+    "statement_subjects",
     "verdict_run",
     "verify_bundle",
 ]
@@ -164,6 +166,18 @@ def delivered_files(changes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]
         if c.get("action") != "delete" and isinstance(c.get("sha256_after"), str)
     }
     return [{"name": p, "digest": {"sha256": d}} for p, d in sorted(subjects.items())]
+
+
+def statement_subjects(
+    changes: Sequence[Mapping[str, Any]], report_sha256: str
+) -> list[dict[str, Any]]:
+    """The statement's subjects: the delivered files (`delivered_files`); when the session
+    delivered none (no claimed change, or only deletions), the report itself, named
+    `REPORT_FILE` with its SHA-256. An in-toto Statement needs at least one subject
+    (in-toto-attestation's validator and sigstore's model refuse an empty list), and a
+    digest they know (sigstore takes SHA-2 and SHA-3 only, not a gitCommit)."""
+    files = delivered_files(changes)
+    return files or [{"name": REPORT_FILE, "digest": {"sha256": report_sha256}}]
 
 
 def verdict_run(runs: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
@@ -448,12 +462,15 @@ def _check_session(
 
     subjects = statement["subject"]
     changes = session.get("claimed_changes")
-    if not isinstance(changes, list) or subjects != delivered_files(changes):
+    report_sha256 = report_info.get("sha256")
+    if not isinstance(report_sha256, str):
+        raise BundleError("statement_invalid", f"{where}: predicate.report.sha256 is not text")
+    if not isinstance(changes, list) or subjects != statement_subjects(changes, report_sha256):
         raise mismatch("the statement's subjects are not the claimed changes of session.json")
     if report is not None:
         doc = _json(report, base + REPORT_FILE, "statement_mismatch")
         claimed = doc.get("changes") if isinstance(doc, dict) else None
-        if not isinstance(claimed, list) or subjects != delivered_files(claimed):
+        if not isinstance(claimed, list) or subjects != statement_subjects(claimed, report_sha256):
             raise mismatch("the statement's subjects are not the report's delivered files")
 
     _check_runs(sid, predicate, runs, session)
@@ -481,6 +498,11 @@ def _statement_predicate(statement: Any, where: str) -> dict[str, Any]:
         for s in subjects
     ):
         raise BundleError("statement_invalid", f"{where}: subject is not a list of name, digest")
+    if not subjects:
+        raise BundleError(
+            "statement_invalid",
+            f"{where}: subject is empty: an in-toto Statement has at least one subject",
+        )
     predicate = statement.get("predicate")
     if not isinstance(predicate, dict):
         raise BundleError("statement_invalid", f"{where}: predicate is not an object")

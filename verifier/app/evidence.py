@@ -46,9 +46,9 @@ from audit.bundle import (
     STATEMENT_TYPE,
     BundleError,
     Verified,
-    delivered_files,
     pack,
     run_test_log,
+    statement_subjects,
     verdict_run,
     verify_bundle,
 )
@@ -82,19 +82,15 @@ def key_fingerprint(key: Ed25519PrivateKey) -> str:
 
 
 def create_key(path: Path, *, force: bool = False) -> str:
-    """Write a new Ed25519 signing key to `path` (mode 0600); its fingerprint.
+    """Write a new Ed25519 signing key to `path` (mode 0600, the folders made for it
+    0700: `key_folder`); its fingerprint.
 
     An existing file is kept unless `force`: bundles signed with it verify
     against its fingerprint only, so replacing it is a decision.
     """
     key = Ed25519PrivateKey.generate()
     pem = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    except OSError as exc:
-        raise ConfigError(
-            f"evidence.signing_key: cannot create {str(path.parent)!r}: {exc}"
-        ) from None
+    key_folder(path.parent)
     target = path if not force else path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -116,6 +112,41 @@ def create_key(path: Path, *, force: bool = False) -> str:
         target.unlink(missing_ok=True)
         raise
     return key_fingerprint(key)
+
+
+def key_folder(folder: Path) -> None:
+    """Make the folders of `folder` that do not exist, each mode 0700 (whatever the
+    umask); refuse `folder` when it exists and its group or others may write to it (they
+    could replace the key). A folder that exists is otherwise left as it is."""
+    where = "evidence.signing_key"
+    missing = []
+    at = folder
+    while not at.exists():
+        missing.append(at)
+        if at.parent == at:
+            break
+        at = at.parent
+    for made in reversed(missing):
+        try:
+            made.mkdir(mode=0o700)
+            os.chmod(made, 0o700)
+        except FileExistsError:
+            pass  # made meanwhile by someone else: checked below like any folder that exists
+        except OSError as exc:
+            raise ConfigError(f"{where}: cannot create {str(made)!r}: {exc.strerror}") from None
+    try:
+        info = folder.stat()
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot read {str(folder)!r}: {exc.strerror}") from None
+    if not stat.S_ISDIR(info.st_mode):
+        raise ConfigError(f"{where}: {str(folder)!r} is not a folder")
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & 0o022:
+        raise ConfigError(
+            f"{where}: the folder {str(folder)!r} is writable by its group or others "
+            f"(mode {mode:04o}): they could replace the key; use a folder of your own "
+            f"(chmod go-w, or 0700)"
+        )
 
 
 def load_key(path: Path) -> Ed25519PrivateKey:
@@ -398,13 +429,14 @@ def delivery_statement(
     *,
     included: bool,
 ) -> dict[str, Any]:
-    """The in-toto Statement v1 of one session: its delivered files as subjects, and
-    what the verifier concluded of them as the predicate. Pure: no I/O."""
+    """The in-toto Statement v1 of one session: its delivered files as subjects (the
+    report itself when it delivered none), and what the verifier concluded of them as
+    the predicate. Pure: no I/O."""
     session = listed.session
     run = verdict_run(runs)
     return {
         "_type": STATEMENT_TYPE,
-        "subject": delivered_files(changes),
+        "subject": statement_subjects(changes, session.report_sha256),
         "predicateType": PREDICATE_TYPE,
         "predicate": {
             "session_id": session.session_id,

@@ -30,13 +30,13 @@ def evidence_group() -> None:
     "--since",
     metavar="TIME",
     callback=given_moment,
-    help="Sessions that ended at or after TIME (ISO 8601).",
+    help="Sessions that ended at or after TIME (a date: its midnight UTC; or ISO 8601).",
 )
 @click.option(
     "--until",
     metavar="TIME",
     callback=given_moment,
-    help="Sessions that ended before TIME (ISO 8601).",
+    help="Sessions that ended before TIME (a date: its midnight UTC; or ISO 8601).",
 )
 @click.option(
     "--out",
@@ -57,8 +57,9 @@ def evidence_export_command(
 ) -> None:
     """Write the sessions' reports as received, normalised actions, runs with their
     findings, overrides, test logs and signed in-toto statements, with a signed
-    manifest: the same sessions give the same bytes. TIME has its UTC offset
-    (2026-11-29T10:00:00+00:00 or ...Z)."""
+    manifest: the same sessions give the same bytes. TIME is a date (2026-11-29: its
+    midnight UTC) or a date and time with its UTC offset (2026-11-29T10:00:00+02:00
+    or ...Z), as every option that takes a moment."""
     written = evidence.export_file(config, evidence.BundleSelection(session_ids, since, until), out)
     emit(render.dumps(written.to_dict()) if fmt == "json" else render.written_text(written))
 
@@ -99,8 +100,9 @@ def keys_group() -> None:
 @config_option
 @format_option
 def keys_create_command(force: bool, config: Config, fmt: str) -> None:
-    """Create the Ed25519 key of [evidence] signing_key (mode 0600) and print its
-    fingerprint, the hex SHA-256 of the raw public key: auditors pin it."""
+    """Create the Ed25519 key of [evidence] signing_key (mode 0600; the folders it
+    makes for it 0700) and print its fingerprint, the hex SHA-256 of the raw public
+    key: auditors pin it. A folder others may write to is refused."""
     path, fingerprint = evidence.create_signing_key(config, force=force)
     emit(
         render.key_json(path, fingerprint) if fmt == "json" else render.key_text(path, fingerprint)

@@ -307,6 +307,25 @@ def test_export_since_until_takes_the_sessions_that_ended_in_the_window(
     }
 
 
+def test_export_since_until_take_plain_dates_as_midnight_utc(
+    config_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "day1.tar.gz"
+    code = cli.run(
+        [
+            "evidence", "export", "--since", "2026-11-29", "--until", "2026-11-30",
+            "--out", str(out), "--config", str(config_file), "--format", "json",
+        ]
+    )  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    assert json.loads(capsys.readouterr().out)["sessions"] == ["s-1"]
+    manifest = json.loads(unpack(out.read_bytes())["manifest.json"])
+    assert manifest["selection"] == {
+        "since": "2026-11-29T00:00:00Z",
+        "until": "2026-11-30T00:00:00Z",
+    }
+
+
 def test_export_twice_from_the_command_line_gives_the_same_bytes(
     config_file: Path, tmp_path: Path
 ) -> None:
@@ -387,6 +406,46 @@ def test_keys_create_writes_a_private_key_and_refuses_to_overwrite_it(
     assert key_path.read_bytes() != before
     assert stat.S_IMODE(os.stat(key_path).st_mode) == 0o600
     assert key_fingerprint(load_key(key_path)) in capsys.readouterr().out
+
+
+def test_keys_create_makes_its_folders_0700_whatever_the_umask(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "verifier.toml"
+    config.write_text('[evidence]\nsigning_key = "a/b/keys/evidence.pem"\n', encoding="utf-8")
+    old = os.umask(0o022)
+    try:
+        assert cli.run(["keys", "create", "--config", str(config)]) == 0
+    finally:
+        os.umask(old)
+    for made in ("a", "a/b", "a/b/keys"):
+        assert stat.S_IMODE(os.stat(tmp_path / made).st_mode) == 0o700, made
+    assert stat.S_IMODE(os.stat(tmp_path / "a/b/keys/evidence.pem").st_mode) == 0o600
+
+
+def test_keys_create_leaves_an_existing_folder_alone(tmp_path: Path) -> None:
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    folder.chmod(0o755)
+    evidence.create_key(folder / "evidence.pem")
+    assert stat.S_IMODE(os.stat(folder).st_mode) == 0o755
+    assert stat.S_IMODE(os.stat(folder / "evidence.pem").st_mode) == 0o600
+
+
+@pytest.mark.parametrize("mode", [0o775, 0o757, 0o1777])
+def test_keys_create_refuses_a_folder_others_may_write_to(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: int
+) -> None:
+    folder = tmp_path / "open"
+    folder.mkdir()
+    folder.chmod(mode)
+    config = tmp_path / "verifier.toml"
+    config.write_text('[evidence]\nsigning_key = "open/evidence.pem"\n', encoding="utf-8")
+    assert cli.run(["keys", "create", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "evidence.signing_key: the folder" in err and f"(mode {mode:04o})" in err
+    assert "writable by its group or others" in err
+    assert list(folder.iterdir()) == []
 
 
 def test_export_without_a_key_says_how_to_make_one(

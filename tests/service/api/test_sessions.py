@@ -233,6 +233,9 @@ def test_sessions_are_listed_newest_first_and_filtered(
     assert ids(client, read, "repo=calc&limit=2") == ["s-5", "s-4"]
     assert ids(client, read, "repo=other") == []
     assert ids(client, read, "from=2026-11-22T00:00:00Z&to=2026-11-24T00:00:00Z") == ["s-3", "s-2"]
+    # A plain date is its midnight UTC, as on the command line (verifier.moments).
+    assert ids(client, read, "from=2026-11-22&to=2026-11-24") == ["s-3", "s-2"]
+    assert ids(client, read, "from=2026-11-22T01:00:00%2B01:00&to=2026-11-24") == ["s-3", "s-2"]
 
 
 def test_a_forged_cursor_holding_nul_is_a_400(client: TestClient, tokens: dict[str, str]) -> None:
@@ -268,6 +271,7 @@ def test_pages_follow_the_cursor_to_the_end_without_repeats(
         ("done=perhaps", "done"),
         ("delivery_status=great", "delivery_status"),
         ("from=yesterday", "from"),
+        ("from=2026-13-01", "from"),  # not a date
         ("to=2026-11-29T10:00:00", "to"),  # no UTC offset
         ("cursor=not-a-cursor", "cursor"),
         ("agent=a%00b", "agent"),  # PostgreSQL text cannot hold NUL

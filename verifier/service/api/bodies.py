@@ -7,11 +7,14 @@ component names the document has always published, so generated clients do not c
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import Path, Query
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
+
+from verifier.errors import BadRequest
+from verifier.moments import parse_moment
 
 DeliveryStatus = Literal["pending", "delivered", "not_delivered", "inconclusive"]
 RunVerdict = Literal["delivered", "not_delivered", "inconclusive"]
@@ -26,14 +29,21 @@ Filter = Annotated[str | None, Query(pattern=NO_NUL)]
 RowId = Annotated[int, Path(ge=1, le=MAX_ID)]
 
 
-def _in_utc(moment: datetime) -> datetime:
+def _moment(value: Any) -> Any:
+    """A query's moment read as every face reads one (`verifier.moments.parse_moment`:
+    a date is its midnight UTC, a time needs its offset); anything else is left to
+    pydantic's own refusal."""
+    if not isinstance(value, str):
+        return value
     try:
-        return moment.astimezone(UTC)
-    except OverflowError:
-        raise ValueError("is out of range once in UTC") from None
+        return parse_moment(value, "")
+    except BadRequest as exc:
+        raise ValueError(exc.problem) from None
 
 
-Moment = Annotated[AwareDatetime, AfterValidator(_in_utc)]
+# The document says date-time; a plain date (midnight UTC) is also taken, as on the
+# command line.
+Moment = Annotated[AwareDatetime, BeforeValidator(_moment)]
 
 
 # -- response shapes (the OpenAPI document is generated from these) -------------------

@@ -90,11 +90,19 @@ def _filters(
     branch: Filter = None,
     ended_from: Annotated[
         Moment | None,
-        Query(alias="from", description="Sessions that ended at or after (ISO 8601)."),
+        Query(
+            alias="from",
+            description="Sessions that ended at or after: a date (its midnight UTC) or an "
+            "ISO 8601 date and time with its offset.",
+        ),
     ] = None,
     ended_to: Annotated[
         Moment | None,
-        Query(alias="to", description="Sessions that ended before (ISO 8601)."),
+        Query(
+            alias="to",
+            description="Sessions that ended before: a date (its midnight UTC) or an "
+            "ISO 8601 date and time with its offset.",
+        ),
     ] = None,
 ) -> SessionFilter:
     """The session filters of a listing and of an export."""
