@@ -187,6 +187,10 @@ class RepositoryConfig:
     # A file the session changed, outside the test paths and not Python source, that the
     # base's tests read: "inconclusive" (tests.changed_data_read), or "accept".
     changed_data: Literal["inconclusive", "accept"] = "inconclusive"
+    # A report without an audit trail (`audit.trail = "none"`: an imported gemini-cli
+    # transcript): "required" leaves it inconclusive (audit.no_trail), "optional" accepts it
+    # with a note on the verdict.
+    trail: Literal["required", "optional"] = "required"
     # A ref only people update (e.g. refs/remotes/origin/main): the base must be in its history,
     # at most `trusted_max_behind` commits behind its tip (0: the tip itself).
     trusted_ref: Text | None = None

@@ -15,6 +15,11 @@ Steps of `check`:
    ``require_witness`` whose trail is not witnessed whole is inconclusive
    (``audit.unwitnessed``); the signature as the configured keys judge it
    (`verifier.contract.signatures`) goes into ``details``.
+
+A report without a trail (``audit.trail = "none"``: made afterwards, from a
+gemini-cli transcript say) has nothing to check: it is inconclusive
+(``audit.no_trail``) unless its repository accepts such sessions
+(``trail = "optional"``), then a pass with a note (`no_trail`).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from audit import Call, Change, verify_trail
 from audit.findings import Finding
 from verifier.checks.base import Context, WitnessedPrefix
-from verifier.config import Config
+from verifier.config import Config, RepositoryConfig
 from verifier.contract.profiles import ActionKind, Profile, load_profile
 from verifier.contract.report import Report, canonical_status
 from verifier.errors import ConfigError
@@ -54,6 +59,9 @@ class AuditCheck:
     def run(self, context: Context) -> CheckResult:
         context.launched.wait()  # the trajectory loads the SDK: after the tests have started
         profile, note = _profile(context.report, context.config)
+        if context.report.doc.audit.trail == "none":
+            result = no_trail(context.report, profile, context.repo, context.config)
+            return replace(result, notes=(*result.notes, note)) if note else result
         result = check(context.report, profile)
         result = trusted(result, context.report, context.config, context.witnessed)
         return replace(result, notes=(*result.notes, note)) if note else result
@@ -71,8 +79,63 @@ def _profile(report: Report, config: Config) -> tuple[Profile, str | None]:
         return Profile(name or "default"), f"{exc}: every call is reported as unknown"
 
 
+def no_trail(
+    report: Report, profile: Profile, repo: RepositoryConfig | None, config: Config | None
+) -> CheckResult:
+    """A report without a trail (`audit.trail = "none"`): inconclusive, unless the
+    repository accepts such sessions (`trail = "optional"`) and the agent needs no
+    witness; then a pass that says what it rests on.
+
+    Nothing of the trail can be checked, so none of it is: the calls, their
+    responses and their effects are the report's word, which the replay and
+    changes checks still hold against the repository.
+    """
+    calls = report.trajectory.calls
+    actions = [profile.normalise(call) for call in calls]
+    details: dict[str, Any] = {
+        "trail": "none",
+        "entries": 0,
+        "calls": len(calls),
+        "profile": profile.name,
+        "unknown_calls": sorted({a.call.name for a in actions if a.kind is ActionKind.UNKNOWN}),
+        "actions": _count_actions(actions),
+    }
+    agent = config.agents.get(report.doc.agent.name) if config is not None else None
+    witnessed = agent is not None and agent.require_witness
+    if repo is None or repo.trail != "optional" or witnessed:
+        if witnessed:
+            why = f"agent {report.doc.agent.name!r} requires a witnessed trail"
+        elif repo is None:
+            why = 'a repository accepts one only with trail = "optional"'
+        else:
+            why = f'repository {repo.name!r} requires one (trail = "optional" accepts it)'
+        return CheckResult(
+            NAME,
+            CheckStatus.ERROR,
+            (
+                Finding(
+                    "audit.no_trail",
+                    "the report has no audit trail (audit.trail = 'none'): nothing proves "
+                    f"which calls ran, in what order, with what effects; {why}",
+                    path="audit.trail",
+                    expected="recorded",
+                    found="none",
+                ),
+            ),
+            details,
+        )
+    note = (
+        "no audit trail (audit.trail = 'none'), accepted by the repository's trail = "
+        "'optional': the calls and their effects are the report's word, checked only "
+        "against the repository by the changes and replay checks"
+    )
+    return CheckResult(NAME, CheckStatus.PASS, (), details, notes=(note,))
+
+
 def check(report: Report, profile: Profile) -> CheckResult:
-    """Verify the audit trail of `report`."""
+    """Verify the audit trail of `report` (one without a trail: `no_trail`, no policy)."""
+    if report.doc.audit.trail == "none":
+        return no_trail(report, profile, None, None)
     # 1. Normalise the calls with the tool profile.
     actions = [profile.normalise(call) for call in report.trajectory.calls]
     unknown = sorted({a.call.name for a in actions if a.kind is ActionKind.UNKNOWN})

@@ -34,6 +34,7 @@ from pydantic import (
     StrictInt,
     StringConstraints,
     ValidationError,
+    model_validator,
 )
 
 from verifier.contract._gc import gc_paused
@@ -174,7 +175,8 @@ class Agent(_Model):
 
     tool_profile: Text | None = None
     """The tool vocabulary the harness declared to the model: the name of a tool profile
-    in the verifier's configuration (letters, digits, `-` and `_`); absent or null means
+    in the verifier's configuration (letters, digits, `-`, `_` and `.`, a dot neither first nor
+    doubled); absent or null means
     `default`. The audit and replay checks read the model's function calls through it;
     with a profile the verifier does not have, every call is unknown, and an unknown call
     answered as successful leaves the session inconclusive. Must not contain NUL."""
@@ -378,6 +380,16 @@ AnyTrajectoryDoc = Annotated[
 class AuditDoc(_Model):
     """The harness's audit trail, and the `count` and `head` that pin its end."""
 
+    trail: Literal["recorded", "none"] = "recorded"
+    """`recorded` (the default): the harness wrote `entries` while the session ran.
+    `none`: there is no trail, as in a report made afterwards from what another tool
+    kept of the session (a gemini-cli transcript read by `verifier gemini-cli import`);
+    then `entries` is empty, `count` is 0 and `head` null, and nothing proves when or in
+    what order the calls ran. A report without a trail is never as strong as one with:
+    its verdict is inconclusive (`audit.no_trail`) unless the repository's configuration
+    accepts sessions without a trail (`trail = "optional"`), and then the verdict says
+    that it rests on the report's word for the calls."""
+
     entries: Objects
     """One hash-chained JSON object per event, in order, written by the harness as it
     happened: `session_start` (seq 0), one `tool_call` per function call the model made
@@ -395,6 +407,14 @@ class AuditDoc(_Model):
     head: str | None = None
     """The `hash` of the last entry. A trail whose last hash is not this one (null
     included) is the finding `audit.head_mismatch`."""
+
+    @model_validator(mode="after")
+    def _no_entries_without_trail(self) -> AuditDoc:
+        if self.trail == "none" and (self.entries or self.count != 0 or self.head is not None):
+            raise ValueError(
+                "a report with trail 'none' has no entries, a count of 0 and a null head"
+            )
+        return self
 
 
 class Signature(_Model):
