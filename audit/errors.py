@@ -8,6 +8,7 @@ that calls the recorder or reads a bundle catches `AuditError`.)::
     ├── RecorderError       recorder          the recorder used wrongly, or its trail unwritable
     ├── SignatureError      signature         a report's signature missing, malformed or wrong
     ├── UploadError         upload            a report not delivered to the service
+    ├── TranscriptError     transcript        a gemini-cli transcript unreadable (audit.geminicli)
     ├── BundleError         bundle            an evidence bundle refused (audit.bundle)
     ├── EnvelopeError       envelope          a DSSE envelope unreadable or unsigned (audit.dsse)
     ├── CanonicalizationError  canonicalization  a value with no JCS form (audit.jcs)
@@ -18,7 +19,7 @@ The last three are also `ValueError`s, as they were before they joined this root
 
 from __future__ import annotations
 
-__all__ = ["AuditError", "RecorderError", "SignatureError", "UploadError"]
+__all__ = ["AuditError", "RecorderError", "SignatureError", "TranscriptError", "UploadError"]
 
 
 class AuditError(Exception):
@@ -53,3 +54,18 @@ class UploadError(AuditError):
         self.problem = problem
         self.status = status
         super().__init__(problem)
+
+
+class TranscriptError(AuditError):
+    """A gemini-cli transcript cannot be read: `line` (1-based) and `field` say where."""
+
+    code = "transcript"
+
+    def __init__(self, problem: str, line: int | None = None, field: str | None = None) -> None:
+        self.problem = problem
+        self.line = line
+        self.field = field
+        where = ", ".join(
+            w for w in (f"line {line}" if line else "", f"field {field!r}" if field else "") if w
+        )
+        super().__init__(f"transcript: {where}: {problem}" if where else f"transcript: {problem}")

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -118,3 +119,26 @@ def run(
 def transcripts(home: Path) -> list[Path]:
     """The transcripts gemini-cli wrote under `home`, oldest first."""
     return sorted((home / ".gemini" / "tmp").glob("*/chats/session-*.jsonl"))
+
+
+# Models of each tool family gemini-cli 0.61 tells apart (`getToolFamily`).
+LEGACY_MODEL = "gemini-2.5-pro"  # "default-legacy"
+GEMINI_3_MODEL = "gemini-3.1-pro-preview"  # "gemini-3", and the default model
+
+
+@dataclass(frozen=True)
+class Session:
+    """What one run left: its exit code and output, and the transcript it wrote."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    transcript: Path | None
+
+
+def session(repo: Path, home: Path, turns: Sequence[Mapping[str, Any]], **options: Any) -> Session:
+    """`run` the pinned gemini-cli (`require`: skipped, or failed in CI, without it) and
+    find the transcript it wrote."""
+    done = run(require(), repo, home, turns, **options)
+    found = transcripts(home)
+    return Session(done.returncode, done.stdout, done.stderr, found[-1] if found else None)
