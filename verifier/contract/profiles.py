@@ -17,6 +17,7 @@ bounded replace, never a whole-file write).
 from __future__ import annotations
 
 import enum
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -38,6 +39,8 @@ class ActionKind(enum.StrEnum):
     DELETE = "delete"
     RUN = "run"
     WEB = "web"
+    # A call with no effect on the repository (a todo list, a plan, a question, a topic).
+    SESSION = "session"
     UNKNOWN = "unknown"
 
 
@@ -253,11 +256,18 @@ def _replace_problems(params: Mapping[str, Any]) -> list[str]:
     return [f"a replace by text without {', '.join(missing)} cannot be proved safe"]
 
 
+# A release in a name (`gemini-cli-0.61-legacy`) needs its dot; no name is a path.
+_PROFILE_NAME = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*")
+
+
 def load_profile(profiles_dir: Path, name: str | None) -> Profile:
     """Read ``profiles_dir/NAME.toml`` (``default`` when the report names none)."""
     name = name or "default"
-    if not name.replace("-", "").replace("_", "").isalnum():
-        raise ConfigError(f"tool profile {name!r}: a name is letters, digits, '-' and '_'")
+    if not _PROFILE_NAME.fullmatch(name):
+        raise ConfigError(
+            f"tool profile {name!r}: a name is letters, digits, '-', '_' and '.' "
+            "(not first, never two in a row)"
+        )
     path = profiles_dir / f"{name}.toml"
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))

@@ -1,0 +1,70 @@
+"""The gemini-cli 0.61 tool profiles: one per model family, every built-in tool covered."""
+
+from __future__ import annotations
+
+import pytest
+
+from verifier.config import Config
+from verifier.contract.profiles import ActionKind, Permission, load_profile
+from verifier.contract.trajectory import load_trajectory
+
+PROFILES = Config().profiles_dir
+FAMILIES = ("gemini-cli-0.61-legacy", "gemini-cli-0.61-gemini-3")
+
+
+def _call(name: str, **args: object):  # type: ignore[no-untyped-def]
+    parts = [{"function_call": {"id": "c1", "name": name, "args": args}}]
+    return load_trajectory([{"role": "model", "parts": parts}]).calls[0]
+
+
+def test_the_two_families_differ_only_by_update_topic() -> None:
+    legacy, gemini3 = (load_profile(PROFILES, name) for name in FAMILIES)
+    assert set(gemini3.functions) - set(legacy.functions) == {"update_topic"}
+    assert set(legacy.functions) <= set(gemini3.functions)
+    assert all(legacy.functions[n] == gemini3.functions[n] for n in legacy.functions)
+    assert "save_memory" not in gemini3.functions  # 0.61 has none
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_edits_writes_and_commands_read_as_gemini_cli_declares_them(name: str) -> None:
+    profile = load_profile(PROFILES, name)
+    edit = profile.normalise(
+        _call(
+            "replace",
+            file_path="calc.py",
+            old_string="a - b",
+            new_string="a + b",
+            instruction="fix",
+            allow_multiple=False,
+        )
+    )
+    assert edit.kind is ActionKind.REPLACE and not edit.problems
+    assert (edit.params["path"], edit.params["old_text"], edit.params["new_text"]) == (
+        "calc.py",
+        "a - b",
+        "a + b",
+    )
+    no_instruction = profile.normalise(
+        _call("replace", file_path="calc.py", old_string="a", new_string="b")
+    )
+    assert no_instruction.problems == ("missing argument 'instruction'",)
+    write = profile.normalise(_call("write_file", file_path="n.md", content="x\n"))
+    assert write.kind is ActionKind.WRITE and write.params == {"path": "n.md", "content": "x\n"}
+    shell = profile.normalise(_call("run_shell_command", command="pytest -q", description="t"))
+    assert shell.kind is ActionKind.RUN and shell.permission is Permission.EXECUTE
+    assert shell.extra == ("description",)
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_todos_plans_and_questions_are_session_actions_needing_no_permission(name: str) -> None:
+    profile = load_profile(PROFILES, name)
+    for tool in ("write_todos", "ask_user", "enter_plan_mode", "activate_skill"):
+        action = profile.normalise(_call(tool, todos=[]))
+        assert action.kind is ActionKind.SESSION and action.permission is None
+    assert profile.normalise(_call("save_memory", fact="x")).kind is ActionKind.UNKNOWN
+
+
+def test_a_failed_call_is_gemini_clis_error_response() -> None:
+    profile = load_profile(PROFILES, FAMILIES[0])
+    assert profile.response_failed({"error": "Failed to edit, 0 occurrences found"})
+    assert not profile.response_failed({"output": "Exit Code: 1"})
