@@ -83,6 +83,12 @@ COMMANDS: dict[str, CommandInfo] = {
     "export": CommandInfo(
         "verifier.cli.export", "export_group", "Stored data for other tools.", shortened=True
     ),
+    "gemini-cli": CommandInfo(
+        "verifier.cli.geminicli",
+        "geminicli_group",
+        "Sessions of gemini-cli: reports from its transcripts.",
+        shortened=True,
+    ),
     "gate": CommandInfo(
         "verifier.cli.gate",
         "gate_command",

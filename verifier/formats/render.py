@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # the store loads SQLAlchemy, rich costs an import: neither i
     from verifier.app.settings import Settings
     from verifier.app.tokens import Created, Revoked, TokenView
     from verifier.contract.profiles import Action
+    from verifier.contract.report import Report
     from verifier.store import Counts
     from verifier.store.maintenance import CopyResult, PrunePlan, PruneResult
     from verifier.store.webhooks import DeliveryRow
@@ -534,6 +535,17 @@ def trail_text(path: Path, result: TrailCheck) -> str:
     if result.status == "unfinished":
         return inert(f"{path}: intact but unfinished, {entries}: {problem}\n")
     return inert(f"{path}: broken at line {result.line}: {problem}; {entries} before it\n")
+
+
+def imported_text(report: Report, out: Path) -> str:
+    """``gemini-cli import``: where the report went and what it says, without a trail."""
+    doc = report.doc
+    changes = len(doc.changes)
+    return inert(
+        f"wrote {out}: session {doc.session_id}, status {escape_controls(doc.status)}, "
+        f"{changes} claimed change{'' if changes == 1 else 's'}, tool profile "
+        f"{escape_controls(str(doc.agent.tool_profile))}, no audit trail\n"
+    )
 
 
 def written_text(written: Written) -> str:
