@@ -15,7 +15,7 @@ PREFIXES = "|".join(
 CODE = re.compile(rf"^({PREFIXES})\.[a-z_]+$")
 LITERAL = re.compile(rf"""["']((?:{PREFIXES})\.[a-z_]+)["']""")
 # Strings of that shape that are JSON paths into a report, not finding codes.
-NOT_CODES = {"audit.count", "audit.entries", "audit.head"}
+NOT_CODES = {"audit.count", "audit.entries", "audit.head", "audit.trail"}
 
 
 def documented() -> set[str]:
