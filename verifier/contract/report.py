@@ -31,6 +31,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainValidator,
+    StrictBool,
     StrictInt,
     StringConstraints,
     ValidationError,
@@ -40,6 +41,7 @@ from pydantic import (
 from verifier.contract._gc import gc_paused
 from verifier.controls import codepoint, first_control
 from verifier.errors import InvalidReport
+from verifier.tasks import TASK_ID_PATTERN
 
 if TYPE_CHECKING:  # the SDK costs half a second to import: only the trajectory needs it
     from verifier.contract.trajectory import Trajectory
@@ -99,6 +101,7 @@ CLAIMED_PATH_PATTERN = r"^[^\u0000-\u001f\u007f-\u009f\u2028\u2029]*$"
 Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{4,64}$")]
 Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 SessionId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._:-]{1,128}$")]
+TaskId = Annotated[str, StringConstraints(pattern=TASK_ID_PATTERN)]
 # The modes git records for a file: regular, executable, symbolic link.
 GitMode = Literal["100644", "100755", "120000"]
 
@@ -457,6 +460,22 @@ class ReportDoc(_Model):
 
     task: str | None = None
     """The instruction the agent was given. Shown with the session, not checked."""
+
+    task_id: TaskId | None = None
+    """The id of the task the session worked on, as the verifier's operator declared it
+    (in the verifier's tasks file, with `verifier task add`, or through the API): 1 to
+    128 characters of `A-Z a-z 0-9 . _ : -`. The operator's task says what the session
+    must achieve (the tests that must fail at the base and pass at the head, the tests
+    that must keep passing, whether the task changes nothing); this report only names
+    it. A report naming a task the verifier does not know is refused (`unknown_task`)
+    and nothing is stored. Absent or null: no task, the session is judged as before."""
+
+    task_read_only: StrictBool | None = None
+    """The harness's claim that the task asks for no change (a question to answer, a
+    review): a session that changes nothing is then not refused for it. Only a claim:
+    it counts only where the repository's policy in the verifier's configuration allows
+    such claims (`allow_read_only_claims`, off by default), and never over the
+    operator's own task, whose word wins."""
 
     repo: Repo
     """The repository the session worked in, and its base and head commits."""
