@@ -145,3 +145,36 @@ def test_settings_mask_the_database_password() -> None:
 def test_a_config_file_that_is_a_folder_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="is not a file"):
         Config.load(tmp_path, environ={})
+
+
+def test_the_tasks_file_lies_beside_the_configuration_unless_one_is_named(
+    tmp_path: Path,
+) -> None:
+    assert Config().tasks_location() == (None, False)
+    beside = tmp_path / "v.toml"
+    beside.write_text("[verifier]\n", encoding="utf-8")
+    assert Config.load(beside, environ={}).tasks_location() == (tmp_path / "tasks.toml", False)
+    named = tmp_path / "named.toml"
+    named.write_text('[verifier]\ntasks_file = "ops/tasks.toml"\n', encoding="utf-8")
+    # Named, it must exist (`verifier.app.tasks.file_tasks`), relative to its file's folder.
+    assert Config.load(named, environ={}).tasks_location() == (
+        tmp_path / "ops" / "tasks.toml",
+        True,
+    )
+
+
+def test_a_reports_read_only_claim_counts_only_where_the_policy_allows_it(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "v.toml"
+    path.write_text(
+        "[repositories.calc]\nallow_read_only_claims = true\n[repositories.other]\n",
+        encoding="utf-8",
+    )
+    config = Config.load(path, environ={})
+    assert config.repository("calc").allow_read_only_claims
+    assert not config.repository("other").allow_read_only_claims
+    assert not config.repository("unconfigured").allow_read_only_claims
+    path.write_text('[repositories.calc]\nallow_read_only_claims = "yes"\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"repositories\.calc\.allow_read_only_claims"):
+        Config.load(path, environ={})

@@ -54,11 +54,13 @@ DEFAULT_MAX_REPORT_BYTES = 20 * 1000 * 1000
 DEFAULT_FETCH_TIMEOUT_S = 600.0
 SYSTEM_CONFIG_DIR = Path("/etc/verifier")
 CONFIG_NAME = "verifier.toml"
+# The tasks file looked for beside the operator's configuration file (`Config.tasks_location`).
+TASKS_NAME = "tasks.toml"
 
 _STRICT = ConfigDict(extra="forbid", populate_by_name=True)
 # Keys whose relative values are paths, relative to the folder of their file.
 _PATH_KEYS = {
-    "verifier": ("profiles_dir", "mirror_cache"),
+    "verifier": ("profiles_dir", "mirror_cache", "tasks_file"),
     "repository": ("path", "python", "venv", "trusted_mirror"),
     "evidence": ("signing_key",),
 }
@@ -215,6 +217,10 @@ class RepositoryConfig:
     pytest_plugins: Annotated[tuple[str, ...] | Literal["all"] | None, BeforeValidator(_names)] = (
         None
     )
+    # A report's own `task_read_only` claim counts (an empty session of a task the
+    # operator declared nothing about is then delivered); off: only the operator's task
+    # can make a task read-only.
+    allow_read_only_claims: bool = Field(default=False, strict=True)
 
     @model_validator(mode="after")
     def _one_interpreter(self) -> RepositoryConfig:
@@ -439,6 +445,10 @@ def _database_url(value: Any) -> Any:
     return default_database_url() if value == "" else value
 
 
+def _unset(value: Any) -> Any:
+    return None if value == "" else value
+
+
 def _mirror_cache(value: Any) -> Any:
     return default_mirror_cache() if value == "" else value
 
@@ -478,6 +488,9 @@ class Config:
     # file it replays; more is inconclusive (replay.budget_exceeded).
     replay_max_work_bytes: PositiveInt = 8 * 1024**3
     replay_max_file_bytes: PositiveInt = 64 * 1024**2
+    # The operator's tasks (`verifier.tasks.load_tasks_file`). Unset: tasks.toml beside the
+    # configuration file, when there is one.
+    tasks_file: Annotated[Path | None, BeforeValidator(_unset)] = None
     repositories: Mapping[str, RepositoryConfig] = field(default_factory=dict)
     service: ServiceConfig = field(default_factory=ServiceConfig)
     evidence: EvidenceConfig = field(default_factory=EvidenceConfig)
@@ -557,6 +570,16 @@ class Config:
     def repository(self, name: str) -> RepositoryConfig:
         """The configuration of repository `name`; the defaults when it is not registered."""
         return self.repositories.get(name) or RepositoryConfig(name=name)
+
+    def tasks_location(self) -> tuple[Path | None, bool]:
+        """Where the operator's tasks file is, and whether it must exist: the ``tasks_file``
+        set (required), else ``tasks.toml`` beside the configuration file (optional), else
+        none."""
+        if self.tasks_file is not None:
+            return self.tasks_file, True
+        if self.source is not None:
+            return self.source.resolve().parent / TASKS_NAME, False
+        return None, False
 
     def settings(self) -> dict[str, Any]:
         """The effective settings as plain data, the database password masked."""

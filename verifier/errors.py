@@ -18,6 +18,8 @@ error with one lookup::
     │   └── NoStore               no_store                    no database yet (store.engine)
     ├── SessionConflict           conflict          409       same id, other bytes
     ├── WitnessConflict           witness_conflict  409       entries that do not extend the chain
+    ├── TaskConflict              task_conflict     409       a task id stored with other tests
+    ├── UnknownTask               unknown_task      422  exit 3  a report naming no declared task
     ├── InfrastructureError       infrastructure    503  exit 3  the verdict is inconclusive
     │   ├── MirrorError           mirror                      (_internal.mirror)
     │   ├── SnapshotError         snapshot                    (_internal.snapshot)
@@ -162,6 +164,38 @@ class WitnessConflict(VerifierError):
 
     def extra(self) -> dict[str, Any]:
         return {"index": self.index}
+
+
+class TaskConflict(VerifierError):
+    """A task added under an id the store holds with other content, without asking to
+    replace it: the stored task stands."""
+
+    code = "task_conflict"
+    http_status = 409
+    field = "task_id"
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+        super().__init__(
+            f"task {task_id!r} is already stored with other content; the stored task stands "
+            '(replace it explicitly: `verifier task add --replace`, or `"replace": true`)'
+        )
+
+
+class UnknownTask(VerifierError):
+    """A report names a task (``task_id``) the operator never declared, or declared for
+    another repository: the session cannot be judged by what it was asked to do, so
+    nothing is stored; the report may be sent again once the task is declared."""
+
+    code = "unknown_task"
+    http_status = 422
+    exit_code = 3
+    field = "task_id"
+
+    def __init__(self, task_id: str, problem: str) -> None:
+        self.task_id = task_id
+        self.problem = problem
+        super().__init__(f"task_id: {problem}")
 
 
 class LostJob(VerifierError):

@@ -89,6 +89,27 @@ def test_bad_session_id_is_refused(report: dict[str, Any]) -> None:
     assert _invalid(report).field == "session_id"
 
 
+def test_a_report_names_its_task_and_one_without_reads_as_before(report: dict[str, Any]) -> None:
+    """The task fields are optional: a report written before them is valid as it was."""
+    assert "task_id" not in report
+    before = parse_report(to_bytes(report)).doc
+    assert (before.task_id, before.task_read_only) == (None, None)
+    report.update(task_id="calc-7", task_read_only=True)
+    after = parse_report(to_bytes(report)).doc
+    assert (after.task_id, after.task_read_only) == ("calc-7", True)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("task_id", "has space"), ("task_id", ""), ("task_id", 7), ("task_read_only", "yes")],
+)
+def test_a_bad_task_field_is_refused_naming_it(
+    report: dict[str, Any], field: str, value: Any
+) -> None:
+    report[field] = value
+    assert _invalid(report).field == field
+
+
 def test_uppercase_claim_hash_is_a_wrong_type(report: dict[str, Any]) -> None:
     report["changes"][0]["sha256_after"] = report["changes"][0]["sha256_after"].upper()
     assert _invalid(report).field == "changes.0.sha256_after"
