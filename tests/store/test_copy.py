@@ -25,8 +25,10 @@ from verifier.store import Store
 from verifier.store.maintenance import CopyMismatch, _Hasher, copy_store, prune
 from verifier.store.models import Base, TestResultCacheModel, TokenModel
 from verifier.store.overrides import record_override
+from verifier.store.tasks import add_task, list_tasks
 from verifier.store.webhooks import NewDelivery, add_deliveries
 from verifier.store.witness import witness
+from verifier.tasks import Task
 
 T0 = datetime(2026, 11, 29, 10, 5, tzinfo=UTC)
 TABLES = [t.name for t in Base.metadata.sorted_tables]
@@ -64,9 +66,10 @@ def run_of(session_id: str, status: CheckStatus, excerpt: str = "1 passed") -> V
 
 
 def fill(url: str, sessions: int = 12) -> None:
-    """A store with a row in every table: sessions with changes and runs, one pruned report,
-    a rejected report, blob digests (ids that sort differently by collation), a token, a
-    cached test result, admin-log entries, an override and a webhook delivery."""
+    """A store with a row in every table: sessions with changes and runs (one naming a
+    task), one pruned report, a rejected report, blob digests (ids that sort differently by
+    collation), a token, a cached test result, admin-log entries, an override, a webhook
+    delivery and a task."""
     change = {
         "path": "calc.py",
         "action": "create",
@@ -81,6 +84,7 @@ def fill(url: str, sessions: int = 12) -> None:
                 agent={"name": "répare", "model": f"m{i % 2}"},
                 ended_at=f"2026-11-{1 + i % 28:02d}T10:02:10Z",
                 changes=[{**change, "path": f"f{i}.py"}],
+                **({"task_id": "calc-7"} if i == 5 else {}),
             )
             store.ingest(parse_report(raw))
             store.record_run(run_of(f"s-{i:03d}", CheckStatus.PASS if i % 2 else CheckStatus.FAIL))
@@ -105,6 +109,7 @@ def fill(url: str, sessions: int = 12) -> None:
         )
         trail = seal("s-000", [{"kind": "session_start", "ts": "2026-11-01T10:00:00Z"}])
         witness(store, "s-000", [(b"{}", trail[0])], agent="répare")
+        add_task(store, Task("calc-7", "calc", ("tests/t.py::test_é",)), actor="cli:test")
         prune(store, datetime(2026, 11, 2, tzinfo=UTC), actor="cli:test")
 
 
@@ -143,6 +148,8 @@ def test_every_table_is_copied_and_reads_the_same_through_the_store(
         assert target.blob_digests(["Zeta", "alpha", "Émile", "_x"]) == source.blob_digests(
             ["Zeta", "alpha", "Émile", "_x"]
         )
+        assert list_tasks(target) == list_tasks(source) != []
+        assert target.get_session("s-005").task_id == "calc-7"
 
 
 @pytest.mark.postgres

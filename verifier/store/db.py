@@ -645,6 +645,7 @@ class Store:
             "report_sha256": report.sha256,
             "ingested_at": utcnow(),
             "delivery_status": "pending",
+            "task_id": doc.task_id,
         }
         connection.execute(insert(_SESSIONS), {**values, "report": report.raw})
         if doc.changes:

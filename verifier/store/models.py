@@ -121,6 +121,9 @@ class SessionModel(Base):
     # it: delivered or not_delivered, NULL when none stands (migration 0006).
     override_status: Mapped[str | None] = mapped_column(String(32))
     override_id: Mapped[int | None] = mapped_column(Integer)
+    # The task the report names (`task_id`), resolved against the operator's tasks when
+    # the session is verified (migration 0009); NULL when it names none.
+    task_id: Mapped[str | None] = mapped_column(String(128))
 
     __table_args__ = (
         # Listings page newest first by (ended_at, session_id); filters use these.
@@ -130,6 +133,7 @@ class SessionModel(Base):
         Index("ix_sessions_repo_name", "repo_name"),
         Index("ix_sessions_delivery_status", "delivery_status"),
         Index("ix_sessions_head_commit", "head_commit"),
+        Index("ix_sessions_task_id", "task_id"),
     )
 
 
@@ -368,3 +372,22 @@ class WitnessedEntryModel(Base):
     entry_hash: Mapped[str] = mapped_column(String(64))
     entry: Mapped[bytes] = mapped_column(LargeBinary, deferred=True)
     received_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class TaskModel(Base):
+    """A task an operator declared with `verifier task add` or ``POST /v1/tasks`` (migration
+    0009): what a session naming it must achieve. The tasks file's tasks are never stored
+    here: they are read from the file, and win over these."""
+
+    __tablename__ = "tasks"
+
+    task_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    # The repository (`repo.name`) the task is for; NULL: any.
+    repository: Mapped[str | None] = mapped_column(Text)
+    # Test ids in each runner's own notation, as lists of strings.
+    fail_to_pass: Mapped[list[str]] = mapped_column(JSON)
+    pass_to_pass: Mapped[list[str]] = mapped_column(JSON)
+    read_only: Mapped[bool] = mapped_column(Boolean)
+    # Who declared it, when; a replaced task takes its replacer's (the admin log keeps both).
+    added_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    added_by: Mapped[str] = mapped_column(Text)

@@ -58,6 +58,8 @@ class SessionRow:
     # A person's override (`verifier.store.overrides`), shown beside the computed
     # verdict and never in place of it: delivered, not_delivered, or None.
     override_status: str | None = None
+    # The task the report names (`task_id`), None when it names none.
+    task_id: str | None = None
 
 
 @dataclass(frozen=True)
