@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from verifier.app.tasks import resolve as resolve_task
 from verifier.checks.base import Progress, WitnessedPrefix
 from verifier.config import DEFAULT_MAX_REPORT_BYTES, Config
 from verifier.contract.report import Report, parse_document
@@ -195,6 +196,8 @@ def submit(
 
     report = _read(raw, max_report_bytes, parse_report, keep)
     _trusted(report, config, bound_agent, keep)
+    # A task nobody declared is refused before anything is stored (`UnknownTask`).
+    resolve_task(config if config is not None else Config(), report, store)
     on_insert = None if queue is None else queue.on_insert(report.session_id, "ingest")
     row, new = store.ingest(report, on_insert=on_insert)
     if new and queue is not None and on_insert is None:
@@ -382,16 +385,20 @@ def _verify_and_record(
     """The sequence `verify_report` and `verify_session` share; the run's id, or None
     without a store (``--no-store``).
 
-    1. a repository given by ``url`` fetched into this worker's mirror (`mirrored`);
-    2. verify, the store serving as the cache of blob digests and of test results
-       (and, with `admit`, storing the report as its session as soon as it has
+    1. the operator's task the report names (`verifier.app.tasks.resolve`): one nobody
+       declared raises `UnknownTask` before anything is stored; a repository given by
+       ``url`` fetched into this worker's mirror (`mirrored`);
+    2. verify, judged by that task, the store serving as the cache of blob digests and
+       of test results (and, with `admit`, storing the report as its session as soon as it has
        loaded), the witness's copy of the trail consulted;
     3. record the run (`record`): a store that cannot be opened or written raises
        `_NotRecorded`, carrying the verdict;
     4. save the blob digests the changes check computed.
     """
-    options, repo_problem = mirrored(config, report, options, progress)
     store = None if db is None else db.store()
+    # Before anything of the report is stored: a task nobody declared is `UnknownTask`.
+    resolved = resolve_task(config, report, store, repo_name=options.repo_name)
+    options, repo_problem = mirrored(config, report, options, progress)
     witnessed, foreign = (None, ()) if db is None else _witnessed(store, report)
     verification = verify(
         report,
@@ -403,9 +410,11 @@ def _verify_and_record(
         test_cache=db if db is not None and config.test_result_cache else None,
         repo_problem=repo_problem,
         witnessed=witnessed,
+        task=resolved.task,
     )
-    if foreign:
-        verification = replace(verification, notes=(*verification.notes, _foreign_note(foreign)))
+    notes = (*resolved.notes, *((_foreign_note(foreign),) if foreign else ()))
+    if notes:
+        verification = replace(verification, notes=(*verification.notes, *notes))
     if db is None:
         return verification, None
     try:
