@@ -135,6 +135,12 @@ COMMANDS: dict[str, CommandInfo] = {
         "show_command",
         "A stored session with its runs and latest findings.",
     ),
+    "task": CommandInfo(
+        "verifier.cli.tasks",
+        "task_group",
+        "Tasks and their acceptance tests: add, list, show (docs/tasks.md).",
+        shortened=True,
+    ),
     "token": CommandInfo(
         "verifier.cli.tokens",
         "token_group",

@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # the store loads SQLAlchemy, rich costs an import: neither i
     from verifier.app.reportcheck import HashExplanation, ReportCheck
     from verifier.app.sessions import Ingestion, Listing, Overridden, SessionView
     from verifier.app.settings import Settings
+    from verifier.app.tasks import TaskView
     from verifier.app.tokens import Created, Revoked, TokenView
     from verifier.contract.profiles import Action
     from verifier.contract.report import Report
@@ -875,3 +876,55 @@ def report_check_json(check: ReportCheck, *, explain: bool = False) -> str:
             data["explanations"] = [e.to_dict() for e in check.explanations]
     data["exit_code"] = check.exit_code
     return dumps(data)
+
+
+def task_json(view: TaskView, *, added: bool | None = None) -> str:
+    """One task as data; `added`: whether `verifier task add` changed the store."""
+    data = view.to_dict()
+    return dumps(data if added is None else {**data, "changed": added})
+
+
+def tasks_json(views: Sequence[TaskView]) -> str:
+    return dumps({"tasks": [view.to_dict() for view in views]})
+
+
+def task_text(view: TaskView, *, added: bool | None = None) -> str:
+    """A task's tests, one per line, and where it was declared."""
+    data = view.to_dict()
+    task_id = escape_controls(str(data["task_id"]))
+    lines = []
+    if added is not None:
+        lines.append(f"task {task_id} {'stored' if added else 'already stored as given'}")
+    lines += [
+        f"task        {task_id}",
+        f"repository  {escape_controls(data['repository'] or 'any')}",
+        f"read-only   {'yes' if data['read_only'] else 'no'}",
+        f"declared    {_declared(data)}",
+        f"acceptance  {len(data['fail_to_pass'])} (fail at the base, pass at the head)",
+        *(f"  {escape_controls(t)}" for t in data["fail_to_pass"]),
+        f"must keep   {len(data['pass_to_pass'])} (pass at the base and at the head)",
+        *(f"  {escape_controls(t)}" for t in data["pass_to_pass"]),
+    ]
+    return inert("\n".join(lines) + "\n")
+
+
+def tasks_text(views: Sequence[TaskView]) -> str:
+    """One line per task: id, repository, its counts of tests, where it was declared."""
+    if not views:
+        return "no tasks declared (tasks file or `verifier task add`)\n"
+    lines = [f"{'task':<24} {'repository':<16} {'accept':>6} {'keep':>5} {'ro':<3} declared"]
+    for view in views:
+        data = view.to_dict()
+        lines.append(
+            f"{escape_controls(str(data['task_id'])):<24} "
+            f"{escape_controls(data['repository'] or 'any'):<16} "
+            f"{len(data['fail_to_pass']):>6} {len(data['pass_to_pass']):>5} "
+            f"{'yes' if data['read_only'] else 'no':<3} {_declared(data)}"
+        )
+    return inert("\n".join(lines) + "\n")
+
+
+def _declared(data: Mapping[str, Any]) -> str:
+    if data["source"] == "file":
+        return f"tasks file {escape_controls(str(data['path']))}"
+    return f"store, {data['added_at']} by {escape_controls(str(data['added_by']))}"
