@@ -28,7 +28,8 @@ error with one lookup::
     │   ├── TestInfraError        test_infra                  (checks.tests.testinfra)
     │   ├── NativeReadError       native_read                 (checks.tests.compiled)
     │   ├── ObjectCorrupt         object_corrupt              (_internal.git): a finding too
-    │   └── CopyMismatch          copy_mismatch               (store.maintenance)
+    │   ├── CopyMismatch          copy_mismatch               (store.maintenance)
+    │   └── SourceUnavailable     source_unavailable          (app.gate): no verdicts to read
     ├── LostJob                   lost_job          409  exit 3  a stalled worker's result
     └── Cancelled                 cancelled         503  exit 3  stopped on purpose
         └── Released              released                    by a stop request (service.worker)
@@ -259,6 +260,14 @@ class ObjectCorrupt(InfrastructureError):
     def at(self, path: str) -> ObjectCorrupt:
         """The same error, naming the path the object was read for."""
         return ObjectCorrupt(self.oid, self.kind, self.found, path)
+
+
+class SourceUnavailable(InfrastructureError):
+    """The merge gate cannot read the verdicts it is asked about: the store is missing
+    or unreadable, the server does not answer or answers wrongly (`verifier.app.gate`).
+    The gate decides nothing on it: exit 3, never a pass."""
+
+    code = "source_unavailable"
 
 
 class Cancelled(VerifierError):

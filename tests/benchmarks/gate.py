@@ -70,7 +70,6 @@ def _repository(root: Path) -> list[str]:
 def run(tmp: Path, repeat: int) -> Result:
     from verifier.app import gate
     from verifier.formats import gate as gate_formats
-    from verifier.store import Store
 
     repo = tmp / "repo"
     commits = _repository(repo)
@@ -80,10 +79,13 @@ def run(tmp: Path, repeat: int) -> Result:
     rev_range = f"{base}..{head}"
 
     def decision() -> gate.Decision:
-        selection = gate.resolve_selection(rev_range=rev_range, repo=repo)
-        with Store.open(url, read_only=True) as store:
-            sessions = gate.StoreSource(store, "store").read(selection)
-        return gate.decide(sessions, selection, source="store")
+        selection = gate.resolve_selection(rev_ranges=(rev_range,), repo=repo)
+        source = gate.StoreSource(url)
+        try:
+            sessions = source.read(selection)
+        finally:
+            source.close()
+        return gate.decide(sessions, selection, source=source.description)
 
     def with_output(fmt: str) -> str:
         return gate_formats.render(decision(), fmt)

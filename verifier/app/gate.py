@@ -4,14 +4,25 @@
 
 1. `resolve_selection`: the sessions wanted, by id, by head commit (a full SHA,
    or an abbreviated one or a ref resolved in the local repository), by
-   branch, or by a ``BASE..HEAD`` range (its commits listed by ``git
-   rev-list`` in the local repository, read-only);
+   branch, or by ``BASE..HEAD`` ranges (their commits listed by ``git
+   rev-list`` in the local repository, read-only); every option may be
+   repeated and everything selected is judged together;
 2. `StoreSource` or `ServerSource` reads the selected sessions, from the
    local store opened read-only or from a service's API, into frozen
-   `GateSession` values;
-3. `watch` reads them again while any is still pending, up to ``--wait``;
-4. `decide` judges each session on its effective status (a standing override
+   `GateSession` values; a source that cannot be read is `SourceUnavailable`;
+3. `watch` reads them again while any is still pending, none is there yet, or
+   the store does not exist yet, up to ``--wait``;
+4. when nothing is selected, `knows_repository` asks the source whether it holds
+   any session of this repository's recent history: a store that holds none is
+   the wrong store (or a repository never verified), never a pass;
+5. `decide` judges each session on its effective status (a standing override
    wins, the computed verdict stays beside it) and picks the exit code.
+
+The gate fails closed: a store that is missing or unreadable, a server that does
+not answer or answers wrongly, a store with no session of this repository are
+exit 3 (undecided) with the problem said, in every format, ``--allow-empty`` or
+not. ``--allow-empty`` only lets through an empty selection from a source that
+holds sessions of this repository.
 
 Nothing here formats output: `verifier.formats.gate` renders a `Decision`.
 """
@@ -25,12 +36,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
 from verifier.app import Notice
 from verifier.config import Config, mask_url
-from verifier.errors import ConfigError, InfrastructureError
+from verifier.errors import ConfigError, InfrastructureError, SourceUnavailable, VerifierError
 from verifier.findings import Finding
 
 if TYPE_CHECKING:  # SQLAlchemy and httpx load only when a source is made
@@ -58,6 +69,9 @@ GIT_TIMEOUT_S = 60.0
 COMMITS_PER_QUERY = 200
 COMMITS_PER_REQUEST = 50
 PAGE = 500
+# How far back `knows_repository` looks: sessions whose head is one of the last commits of
+# the repository's history (from the heads selected, or HEAD) show the source holds it.
+HISTORY = 1000
 
 
 class Verdict(enum.StrEnum):
@@ -76,8 +90,8 @@ class GateSelection:
     # Full object ids, resolved from --commit.
     commits: tuple[str, ...] = ()
     branches: tuple[str, ...] = ()
-    # BASE..HEAD as given, and the commits git listed for it.
-    rev_range: str | None = None
+    # Each BASE..HEAD as given, and the commits git listed for them all (each once).
+    rev_ranges: tuple[str, ...] = ()
     range_commits: tuple[str, ...] = ()
 
     @property
@@ -88,14 +102,14 @@ class GateSelection:
     @property
     def empty(self) -> bool:
         """True when no option selects anything (an empty range still counts as asked)."""
-        return not (self.session_ids or self.commits or self.branches or self.rev_range)
+        return not (self.session_ids or self.commits or self.branches or self.rev_ranges)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "session_ids": list(self.session_ids),
             "commits": list(self.commits),
             "branches": list(self.branches),
-            "rev_range": self.rev_range,
+            "rev_ranges": list(self.rev_ranges),
             "range_commits": len(self.range_commits),
         }
 
@@ -165,6 +179,10 @@ class Decision:
     allow_empty: bool = False
     source: str = ""
     waited_s: float | None = None
+    # Why the verdicts could not be read (exit 3), when they could not.
+    unavailable: str | None = None
+    # The service read, when it was one (the next steps name its pages).
+    server: str | None = None
 
     @property
     def passed(self) -> bool:
@@ -191,13 +209,15 @@ def decide(
     allow_empty: bool = False,
     source: str = "",
     waited_s: float | None = None,
+    unavailable: str | None = None,
+    server: str | None = None,
 ) -> Decision:
     """Judge each session on its effective status; not delivered wins over inconclusive.
 
-    Exit 0 when every session is delivered; 1 when any is not delivered (or was
-    named and is not stored), or when none is selected (0 with `allow_empty`);
-    otherwise 3 when any is inconclusive or still pending, unless `inconclusive`
-    is ``pass``.
+    Exit 3 when the verdicts could not be read (`unavailable` says why), whatever
+    else; 1 when any session is not delivered (or was named and is not stored),
+    or when none is selected (0 with `allow_empty`); otherwise 3 when any is
+    inconclusive or still pending, unless `inconclusive` is ``pass``; else 0.
     """
     if inconclusive not in INCONCLUSIVE_POLICIES:
         raise ConfigError(f"--inconclusive: got {inconclusive!r}, expected fail or pass")
@@ -205,7 +225,9 @@ def decide(
     failed = [d for d in decisions if d.verdict is Verdict.FAIL]
     undecided = [d for d in decisions if d.verdict is Verdict.UNDECIDED]
     n = len(decisions)
-    if failed:
+    if unavailable is not None:
+        code, reason = UNDECIDED, f"the verdicts cannot be read: {unavailable}"
+    elif failed:
         code, reason = BLOCKED, f"{len(failed)} of {n} {_sessions(n)} not delivered"
     elif undecided and inconclusive == "fail":
         code = UNDECIDED
@@ -227,6 +249,8 @@ def decide(
         allow_empty=allow_empty,
         source=source,
         waited_s=waited_s,
+        unavailable=unavailable,
+        server=server,
     )
 
 
@@ -262,27 +286,27 @@ def resolve_selection(
     session_ids: Sequence[str] = (),
     commits: Sequence[str] = (),
     branches: Sequence[str] = (),
-    rev_range: str | None = None,
+    rev_ranges: Sequence[str] = (),
     repo: Path | None = None,
 ) -> GateSelection:
-    """The selection, with --commit refs and the --rev-range resolved in `repo`.
+    """The selection, with --commit refs and every --rev-range resolved in `repo`.
 
     A full object id needs no repository; an abbreviated SHA, a ref or a range is
-    read from `repo` with git, which changes nothing there.
+    read from `repo` with git, which changes nothing there. Repeated ranges select
+    the commits of each (a commit in two ranges is selected once).
     """
     for name, values in (("--session", session_ids), ("--branch", branches)):
         for value in values:
             if not value.strip() or "\x00" in value:
                 raise ConfigError(f"{name}: got {value!r}, expected a non-empty name")
     resolved = tuple(dict.fromkeys(_resolve_commit(c, repo) for c in commits))
-    in_range: tuple[str, ...] = ()
-    if rev_range is not None:
-        in_range = _commits_in_range(rev_range, repo)
+    ranges = tuple(dict.fromkeys(rev_ranges))
+    in_range = tuple(dict.fromkeys(c for r in ranges for c in _commits_in_range(r, repo)))
     return GateSelection(
         session_ids=tuple(dict.fromkeys(session_ids)),
         commits=resolved,
         branches=tuple(dict.fromkeys(branches)),
-        rev_range=rev_range,
+        rev_ranges=ranges,
         range_commits=in_range,
     )
 
@@ -344,29 +368,88 @@ def _commits_in_range(rev_range: str, repo: Path | None) -> tuple[str, ...]:
     return tuple(listed.stdout.decode().split())
 
 
+def recent_history(selection: GateSelection, repo: Path | None) -> tuple[str, ...] | None:
+    """The last `HISTORY` commits of the repository's history: from the heads selected, or
+    from HEAD of `repo`; None when there is no git repository there to read."""
+    from verifier._internal.git import Git
+
+    where = repo if repo is not None else Path.cwd()
+    if not where.is_dir():
+        return None
+    git = Git(where, timeout_s=GIT_TIMEOUT_S)
+    starts = selection.head_commits or ("HEAD",)
+    try:
+        # A selected commit this checkout does not have is passed over, not an error.
+        listed = git.call("rev-list", "--ignore-missing", f"--max-count={HISTORY}", *starts, "--")
+    except InfrastructureError:
+        return None
+    if listed.returncode != 0:
+        return None
+    return tuple(listed.stdout.decode().split())
+
+
 # -- 2. the sources -------------------------------------------------------------------------
 
 
 class StoreSource:
-    """The selected sessions from a store opened read-only."""
+    """The selected sessions from the store at `url`, opened read-only once it exists.
 
-    def __init__(self, store: Store, description: str) -> None:
-        self.store = store
-        self.description = description
+    A store not there yet holds nothing (`absent` says why; `notice` hears it once);
+    a store that cannot be read (not a database, not migrated, not reachable) is
+    `SourceUnavailable`.
+    """
 
-    @staticmethod
-    def nothing(selection: GateSelection) -> list[GateSession]:
-        """What a store that does not exist yet holds: each named session, missing."""
-        return _complete({}, selection)
+    def __init__(self, url: str, notice: Notice | None = None) -> None:
+        self.url = url
+        self.description = f"store {mask_url(url)}"
+        self.absent: str | None = None
+        self._notice = notice
+        self._store: Store | None = None
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    def _opened(self) -> Store | None:
+        from verifier.store import NoStore, Store
+
+        if self._store is None:
+            try:
+                self._store = Store.open(self.url, read_only=True)
+            except NoStore as exc:
+                if self.absent is None and self._notice is not None:
+                    self._notice(f"{exc}: looking again while waiting")
+                self.absent = str(exc)
+                return None
+            except VerifierError as exc:
+                raise self._unreadable(exc) from None
+            self.absent = None
+        return self._store
+
+    def _unreadable(self, exc: VerifierError) -> SourceUnavailable:
+        return SourceUnavailable(f"the {self.description} cannot be read: {exc}")
 
     def read(self, selection: GateSelection) -> list[GateSession]:
-        """The selected sessions: their rows read a page at a time (`Store.session_lines`),
-        then the findings of the runs that have any, in one more query per 500 runs."""
+        """The selected sessions (none while the store does not exist)."""
+        store = self._opened()
+        if store is None:
+            return []
+        try:
+            return self._read(store, selection)
+        except SourceUnavailable:
+            raise
+        except VerifierError as exc:
+            raise self._unreadable(exc) from None
+
+    def _read(self, store: Store, selection: GateSelection) -> list[GateSession]:
+        """Their rows read a page at a time (`Store.session_lines`), then the findings of
+        the runs that have any, in one more query per 500 runs."""
         lines: dict[str, SessionLine] = {}
         for filters in _filters(selection):
-            for line in self.store.session_lines(filters):
+            for line in store.session_lines(filters):
                 lines.setdefault(line.session.session_id, line)
-        findings = self.store.findings_of(
+        findings = store.findings_of(
             [
                 line.run_id
                 for line in lines.values()
@@ -374,18 +457,35 @@ class StoreSource:
             ]
         )
         found = {
-            session_id: self._session(line, findings.get(line.run_id or 0, ()))
+            session_id: self._session(store, line, findings.get(line.run_id or 0, ()))
             for session_id, line in lines.items()
         }
         return _complete(found, selection)
 
-    def _session(self, line: SessionLine, findings: tuple[Finding, ...]) -> GateSession:
+    def knows_repository(self, history: Sequence[str]) -> bool:
+        """Whether any stored session has one of `history`'s commits as its head."""
+        from verifier.store import SessionFilter
+
+        store = self._opened()
+        if store is None:
+            return False
+        try:
+            for i in range(0, len(history), COMMITS_PER_QUERY):
+                chunk = tuple(history[i : i + COMMITS_PER_QUERY])
+                for _line in store.session_lines(SessionFilter(head_commits=chunk), page=1):
+                    return True  # the generator is closed as it is dropped, its read ended
+        except VerifierError as exc:
+            raise self._unreadable(exc) from None
+        return False
+
+    @staticmethod
+    def _session(store: Store, line: SessionLine, findings: tuple[Finding, ...]) -> GateSession:
         from verifier.store.overrides import overrides
 
         s = line.session
         override = None
         if s.override_status is not None:
-            standing = overrides(self.store, s.session_id)
+            standing = overrides(store, s.session_id)
             last = standing[-1] if standing else None
             override = StandingOverride(
                 s.override_status,
@@ -434,7 +534,8 @@ class ServerSource:
     """The selected sessions from a verifier service, read with a token of the read scope.
 
     A server that cannot be reached, refuses the token, or answers something that
-    is not the API's raises `ConfigError` naming the problem (the gate exits 2).
+    is not the API's raises `SourceUnavailable` naming the problem (the gate exits 3);
+    a URL that is not one, or an empty token, is a `ConfigError` (a usage error, 2).
     """
 
     def __init__(self, url: str, token: str, client: httpx.Client | None = None) -> None:
@@ -446,6 +547,7 @@ class ServerSource:
             raise ConfigError("VERIFIER_TOKEN is empty: give the server's read token there")
         self.url = url.rstrip("/")
         self.description = f"server {self.url}"
+        self.absent: str | None = None
         self._client = client or httpx.Client(
             base_url=self.url,
             headers={"Authorization": f"Bearer {token.strip()}"},
@@ -481,6 +583,19 @@ class ServerSource:
                     found[session_id] = session_from_api(body, with_findings=True)
         return _complete(found, selection)
 
+    def knows_repository(self, history: Sequence[str]) -> bool:
+        """Whether the service holds any session whose head is one of `history`'s commits."""
+        for i in range(0, len(history), COMMITS_PER_REQUEST):
+            params = [("head_commit", c) for c in history[i : i + COMMITS_PER_REQUEST]]
+            body = self._get("/v1/sessions", params=[*params, ("limit", "1")])
+            assert body is not None
+            sessions = body.get("sessions")
+            if not isinstance(sessions, list):
+                raise self._strange("/v1/sessions", "no list of sessions")
+            if sessions:
+                return True
+        return False
+
     def _list(self, found: dict[str, GateSession], params: list[tuple[str, str]]) -> None:
         cursor: str | None = None
         while True:
@@ -513,19 +628,19 @@ class ServerSource:
                 path, params=None if params is None else httpx.QueryParams(tuple(params))
             )
         except httpx.HTTPError as exc:
-            raise ConfigError(
+            raise SourceUnavailable(
                 f"--server: {self.url} cannot be reached ({type(exc).__name__}: {exc})"
             ) from None
         if response.status_code == 404 and missing_ok:
             return None
         if response.status_code in (401, 403):
             what = "refused" if response.status_code == 401 else "lacks the read scope for"
-            raise ConfigError(
+            raise SourceUnavailable(
                 f"VERIFIER_TOKEN: the server {self.url} {what} this token "
                 f"({response.status_code}: {_problem(response)})"
             )
         if response.status_code != 200:
-            raise ConfigError(
+            raise SourceUnavailable(
                 f"--server: {self.url} answered {response.status_code} to GET {path}: "
                 f"{_problem(response)}"
             )
@@ -537,8 +652,8 @@ class ServerSource:
             raise self._strange(path, "a body that is not an object")
         return body
 
-    def _strange(self, path: str, what: str) -> ConfigError:
-        return ConfigError(
+    def _strange(self, path: str, what: str) -> SourceUnavailable:
+        return SourceUnavailable(
             f"--server: {self.url} answered GET {path} with {what}: is it a verifier service?"
         )
 
@@ -599,7 +714,7 @@ def session_from_api(body: dict[str, Any], *, with_findings: bool) -> GateSessio
             findings=tuple(findings),
         )
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
-        raise ConfigError(
+        raise SourceUnavailable(
             f"--server: a session in the answer is not the API's shape ({type(exc).__name__}: "
             f"{exc})"
         ) from None
@@ -626,23 +741,64 @@ def watch(
     poll_s: float = POLL_S,
 ) -> Watched:
     """Read the sessions, and again every `poll_s` while any is pending (or named and not
-    stored yet), for at most `wait_s` seconds; the last reading is returned."""
+    stored yet) or none is there at all (its report may not be posted yet), for at most
+    `wait_s` seconds; the last reading is returned."""
     start = clock()
     while True:
         sessions = read()
         waiting = [s.session_id for s in sessions if s.effective_status in WAITED_FOR]
         elapsed = clock() - start
-        if not waiting or elapsed >= wait_s:
+        if (sessions and not waiting) or elapsed >= wait_s:
             return Watched(sessions, elapsed)
         if progress is not None:
-            shown = ", ".join(waiting[:5]) + (
-                f" and {len(waiting) - 5} more" if len(waiting) > 5 else ""
-            )
-            progress(
-                f"waiting for {len(waiting)} of {len(sessions)} {_sessions(len(sessions))} "
-                f"still pending ({shown}): {elapsed:.0f}s of {wait_s:g}s"
-            )
+            if not sessions:
+                progress(f"waiting for a session to be posted: {elapsed:.0f}s of {wait_s:g}s")
+            else:
+                shown = ", ".join(waiting[:5]) + (
+                    f" and {len(waiting) - 5} more" if len(waiting) > 5 else ""
+                )
+                progress(
+                    f"waiting for {len(waiting)} of {len(sessions)} {_sessions(len(sessions))} "
+                    f"still pending ({shown}): {elapsed:.0f}s of {wait_s:g}s"
+                )
         sleep(min(poll_s, max(wait_s - elapsed, 0.0)))
+
+
+# -- 4. is it the right source? --------------------------------------------------------------
+
+
+class Source(Protocol):
+    description: str
+    # Why there is nothing to read yet (a store not created), or None.
+    absent: str | None
+
+    def read(self, selection: GateSelection) -> list[GateSession]: ...
+
+    def knows_repository(self, history: Sequence[str]) -> bool: ...
+
+
+def unknown_repository(
+    source: Source, selection: GateSelection, repo: Path | None, *, allow_empty: bool
+) -> str | None:
+    """Why an empty selection cannot be judged, or None when it can (exit 1, or 0 with
+    `allow_empty`): the source holds no session of this repository's recent history, so
+    it is the wrong store, or the repository was never verified into it."""
+    history = recent_history(selection, repo)
+    where = str(repo if repo is not None else Path.cwd())
+    if history is None:
+        if allow_empty:
+            raise ConfigError(
+                f"--allow-empty: {where!r} is not a git repository, so the gate cannot tell "
+                "whether the sessions of this repository are there (give --repo)"
+            )
+        return None
+    if source.knows_repository(history):
+        return None
+    return (
+        f"the {source.description} holds no session of the repository at {where!r} (none "
+        f"whose head is one of its last {len(history)} commits): it is not where the "
+        "verifier records this repository's sessions, or none was ever posted"
+    )
 
 
 # -- the command ----------------------------------------------------------------------------
@@ -654,7 +810,7 @@ def judge(
     session_ids: Sequence[str] = (),
     commits: Sequence[str] = (),
     branches: Sequence[str] = (),
-    rev_range: str | None = None,
+    rev_ranges: Sequence[str] = (),
     repo: Path | None = None,
     server: str | None = None,
     token: str | None = None,
@@ -668,24 +824,30 @@ def judge(
 
     The sessions are read from `server` (with the read `token`, from
     ``$VERIFIER_TOKEN``) or else from the configured store, opened read-only; a
-    store that does not exist yet holds no session (`notice` says so, once; it is
-    looked for again while waiting). `config` is called only to read the store:
-    a gate that reads a server needs no configuration.
+    store that does not exist is looked for again while waiting, then is exit 3.
+    `config` is called only to read the store: a gate that reads a server needs no
+    configuration.
     """
     selection = resolve_selection(
-        session_ids=session_ids, commits=commits, branches=branches, rev_range=rev_range, repo=repo
+        session_ids=session_ids,
+        commits=commits,
+        branches=branches,
+        rev_ranges=rev_ranges,
+        repo=repo,
     )
     if server is not None:
         if token is None:
             raise ConfigError(f"--server: ${TOKEN_ENV} is not set: put the read token there")
         source = ServerSource(server, token)
         try:
-            watched = watch(lambda: source.read(selection), wait_s, progress=progress)
+            watched, unavailable = _gather(source, selection, repo, wait_s, progress, allow_empty)
         finally:
             source.close()
         described = source.description
     else:
-        watched, described = _from_store(config(), selection, wait_s, progress, notice)
+        watched, unavailable, described = _from_store(
+            config(), selection, repo, wait_s, progress, notice, allow_empty
+        )
     return decide(
         watched.sessions,
         selection,
@@ -693,37 +855,48 @@ def judge(
         allow_empty=allow_empty,
         source=described,
         waited_s=watched.waited_s if wait_s else None,
+        unavailable=unavailable,
+        server=None if server is None else server.rstrip("/"),
     )
+
+
+def _gather(
+    source: Source,
+    selection: GateSelection,
+    repo: Path | None,
+    wait_s: float,
+    progress: Callable[[str], None] | None,
+    allow_empty: bool,
+) -> tuple[Watched, str | None]:
+    """The sessions read (waiting as `watch` does), and why they cannot be judged, if so."""
+    try:
+        watched = watch(lambda: source.read(selection), wait_s, progress=progress)
+        if watched.sessions or source.absent is not None:
+            return watched, None
+        return watched, unknown_repository(source, selection, repo, allow_empty=allow_empty)
+    except SourceUnavailable as exc:
+        return Watched(), str(exc)
 
 
 def _from_store(
     config: Config,
     selection: GateSelection,
+    repo: Path | None,
     wait_s: float,
     progress: Callable[[str], None] | None,
     notice: Notice | None,
-) -> tuple[Watched, str]:
-    """The selected sessions from the configured store, opened read-only once it exists."""
-    from verifier.store import NoStore, Store
-
-    description = f"store {mask_url(config.database_url)}"
-    opened: list[Store] = []
-    said: list[str] = []
-
-    def read() -> list[GateSession]:
-        if not opened:
-            try:
-                opened.append(Store.open(config.database_url, read_only=True))
-            except NoStore as exc:
-                if not said:  # once, not at every reading while waiting
-                    said.append(str(exc))
-                    if notice is not None:
-                        notice(str(exc))
-                return StoreSource.nothing(selection)
-        return StoreSource(opened[0], description).read(selection)
-
+    allow_empty: bool,
+) -> tuple[Watched, str | None, str]:
+    """The selected sessions from the configured store; a store still absent after the
+    wait is a store the verifier does not record into: the verdicts cannot be read."""
+    source = StoreSource(config.database_url, notice if wait_s else None)
     try:
-        return watch(read, wait_s, progress=progress), description
+        watched, unavailable = _gather(source, selection, repo, wait_s, progress, allow_empty)
+        if source.absent is not None:
+            unavailable = (
+                f"{source.absent}: is this the configuration the verifier records into "
+                "(--config, $VERIFIER_CONFIG, $VERIFIER_DATABASE_URL)?"
+            )
+        return watched, unavailable, source.description
     finally:
-        for store in opened:
-            store.close()
+        source.close()

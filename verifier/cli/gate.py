@@ -44,8 +44,11 @@ SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 )
 @click.option(
     "--rev-range",
+    "rev_ranges",
+    multiple=True,
     metavar="BASE..HEAD",
-    help="Sessions whose head commit is in this range of --repo (git rev-list BASE..HEAD).",
+    help="Sessions whose head commit is in this range of --repo (git rev-list BASE..HEAD; "
+    "repeatable: every range is judged).",
 )
 @click.option(
     "--repo",
@@ -64,7 +67,8 @@ SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
     type=click.FloatRange(min=0),
     default=0,
     metavar="SECONDS",
-    help="Wait up to this long for pending sessions to be verified, with progress on stderr.",
+    help="Wait up to this long for pending sessions to be verified and reports not posted "
+    "yet, with progress on stderr.",
 )
 @click.option(
     "--inconclusive",
@@ -73,7 +77,12 @@ SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
     show_default=True,
     help="Whether an inconclusive or pending session blocks (exit 3) or not.",
 )
-@click.option("--allow-empty", is_flag=True, help="Exit 0 when no session is selected (else 1).")
+@click.option(
+    "--allow-empty",
+    is_flag=True,
+    help="Exit 0 when no session is selected (else 1), from a store or server that holds "
+    "sessions of this repository (else 3).",
+)
 @output_format(
     *gate_formats.FORMATS,
     help=f"github: annotations, and a Markdown table into ${SUMMARY_ENV} when set.",
@@ -85,7 +94,7 @@ def gate_command(
     session_ids: tuple[str, ...],
     commits: tuple[str, ...],
     branches: tuple[str, ...],
-    rev_range: str | None,
+    rev_ranges: tuple[str, ...],
     repo: Path | None,
     server: str | None,
     wait_s: float,
@@ -95,21 +104,23 @@ def gate_command(
     config: Callable[[], Config],
 ) -> None:
     """May this be merged? Judge the selected sessions on their verdict (an override, when
-    one stands, wins).
+    one stands, wins). Every selector may be repeated; all are judged together.
 
     Exit 0 when every selected session is delivered; 1 when any is not delivered, or
     none is selected (0 with --allow-empty); 3 when any is inconclusive or still
-    pending after --wait (unless --inconclusive=pass); 2 on a usage error, or a
-    server that cannot be reached or refuses the token.
+    pending after --wait (unless --inconclusive=pass), and when the verdicts cannot
+    be read: no store, a store that cannot be read or holds no session of this
+    repository, a server that does not answer or refuses the token; 2 on a usage
+    error.
     """
-    if not (session_ids or commits or branches or rev_range):
+    if not (session_ids or commits or branches or rev_ranges):
         raise click.UsageError("select sessions: give --session, --commit, --branch or --rev-range")
     decision = gate.judge(
         config,
         session_ids=session_ids,
         commits=commits,
         branches=branches,
-        rev_range=rev_range,
+        rev_ranges=rev_ranges,
         repo=repo,
         server=server,
         token=os.environ.get(gate.TOKEN_ENV),

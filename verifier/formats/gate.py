@@ -21,6 +21,7 @@ import hashlib
 import json
 import re
 import secrets
+import shlex
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -56,7 +57,10 @@ GATE_RULES = {
     "gate.pending": "The session is not verified yet.",
     "gate.missing": "The session was named, but no store or server holds it.",
     "gate.no_session": "No session was selected.",
+    "gate.unavailable": "The verdicts could not be read: the gate decided nothing.",
 }
+# Sessions the next steps name one by one (the rest: --format json lists them).
+NEXT_SESSIONS = 3
 # What found a finding, by the first part of its code: each check declares its own.
 CHECK_OF_PREFIX = {
     prefix.removesuffix("."): found_by
@@ -83,10 +87,12 @@ def describe_selection(decision: Decision) -> str:
     parts = [f"--session {i}" for i in s.session_ids]
     parts += [f"--commit {c[:12]}" for c in s.commits]
     parts += [f"--branch {b}" for b in s.branches]
-    if s.rev_range is not None:
+    parts += [f"--rev-range {r}" for r in s.rev_ranges]
+    described = ", ".join(parts)
+    if s.rev_ranges:  # the commits of every range, each once
         n = len(s.range_commits)
-        parts.append(f"--rev-range {s.rev_range} ({n} commit{'' if n == 1 else 's'})")
-    return shown(", ".join(parts))
+        described += f" ({n} commit{'' if n == 1 else 's'})"
+    return shown(described)
 
 
 def finding_line(finding: Finding) -> str:
@@ -113,6 +119,57 @@ def summary_line(decision: Decision) -> str:
     if decision.waited_s:
         line += f"; waited {decision.waited_s:.0f}s"
     return line
+
+
+def next_steps(decision: Decision) -> list[str]:
+    """What a person does next when the gate did not pass: the command that shows why,
+    the override and who may record it, or what to check when nothing could be read."""
+    if decision.passed:
+        return []
+    server = decision.server
+    if decision.unavailable is not None:
+        if server is not None:
+            return [
+                f"check that {server} answers and that $VERIFIER_TOKEN holds one of its "
+                "read tokens (verifier token create --scope read, on the service's host)"
+            ]
+        return [
+            "verifier config show: the store this configuration names (database_url) is "
+            "the one the gate reads; it must be where the verifier records the sessions",
+            "verifier list: the sessions that store holds",
+        ]
+    if not decision.sessions:
+        return [
+            "no session claims this change: post its report (verifier ingest REPORT, or "
+            "POST /v1/sessions), or give --allow-empty where changes without a session "
+            "may merge"
+        ]
+    stuck = [d for d in decision.sessions if d.blocks]
+    steps: list[str] = []
+    for d in stuck[:NEXT_SESSIONS]:
+        quoted = shlex.quote(shown(d.session.session_id))
+        if server is None:
+            steps.append(f"verifier show {quoted}: its findings and runs")
+        else:
+            page = f"{server}/sessions/{quote(d.session.session_id, safe='')}"
+            steps.append(f"{shown(page)}: its findings and runs (the dashboard, a read token)")
+    if len(stuck) > NEXT_SESSIONS:
+        steps.append(f"… and {len(stuck) - NEXT_SESSIONS} more blocking sessions (--format json)")
+    if any(d.verdict is Verdict.FAIL and d.status != MISSING for d in stuck):
+        first = shlex.quote(shown(stuck[0].session.session_id))
+        how = (
+            "by a person who may write the verifier's store (recorded as cli:<user>)"
+            if server is None
+            else f"on the service's host, or POST {server}/v1/sessions/ID/override with an "
+            "admin token"
+        )
+        steps.append(
+            f"verifier override {first} --status delivered --reason TEXT: when a person "
+            f"knows better; {how}, kept beside the computed verdict"
+        )
+    if any(d.status == "pending" for d in stuck):
+        steps.append("--wait SECONDS gives the verifier time to finish the pending sessions")
+    return steps
 
 
 def _shown(decision: SessionDecision) -> bool:
@@ -165,6 +222,8 @@ def render_text(decision: Decision, width: int | None = None) -> str:
             )
     style = "bold green" if decision.passed else "bold red"
     console.print(f"[{style}]{esc(summary_line(decision))}[/{style}]")
+    for n, step in enumerate(next_steps(decision)):
+        console.print(f"{'next:' if n == 0 else '     '} {esc(step)}")
     return out.getvalue()
 
 
@@ -184,9 +243,11 @@ def decision_dict(decision: Decision) -> dict[str, Any]:
         "allow_empty": decision.allow_empty,
         "source": decision.source,
         "waited_s": decision.waited_s,
+        "unavailable": decision.unavailable,
         "selection": decision.selection.to_dict(),
         "counts": {"selected": len(decision.sessions), **counts, "overridden": decision.overridden},
         "sessions": [_session_dict(d) for d in decision.sessions],
+        "next": next_steps(decision),
     }
 
 
@@ -256,7 +317,14 @@ def render_junit(decision: Decision) -> str:
             ET.SubElement(case, "skipped", message=message).text = detail
         else:
             ET.SubElement(case, "system-out").text = detail
-    if not decision.sessions and not decision.allow_empty:
+    if decision.unavailable is not None:
+        case = ET.SubElement(suite, "testcase", classname="verifier.gate", name="source")
+        tests += 1
+        errors += 1
+        ET.SubElement(
+            case, "error", message=_xml_text(decision.reason), type="unavailable"
+        ).text = _xml_text("\n".join(next_steps(decision)))
+    elif not decision.sessions and not decision.allow_empty:
         case = ET.SubElement(suite, "testcase", classname="verifier.gate", name="selection")
         tests += 1
         failures += 1
@@ -384,7 +452,11 @@ def github_annotations(decision: Decision) -> list[Annotation]:
                     file=None if file is None else shown(file),
                 )
             )
-    if not decision.sessions and not decision.allow_empty:
+    if decision.unavailable is not None:
+        found.append(
+            Annotation("error", "verdicts cannot be read", shown(decision.reason)),
+        )
+    elif not decision.sessions and not decision.allow_empty:
         found.append(
             Annotation(
                 "error",
@@ -459,6 +531,9 @@ def render_markdown(decision: Decision) -> str:
         f" from {_cell(decision.source)}.",
         "",
     ]
+    steps = next_steps(decision)
+    if steps:
+        lines += ["**Next:**", "", *(f"- {_cell(step)}" for step in steps), ""]
     if decision.sessions:
         lines += [
             "| | session | head | verdict | decided by | findings |",
@@ -521,7 +596,16 @@ def render_sarif(decision: Decision) -> str:
         for finding in d.session.findings or (None,):
             results.append(_result(d, finding))
             rule_ids.append(_rule_id(d, finding))
-    if not decision.sessions and not decision.allow_empty:
+    if decision.unavailable is not None:
+        rule_ids.append("gate.unavailable")
+        results.append(
+            {
+                "ruleId": "gate.unavailable",
+                "level": "error",
+                "message": {"text": shown(decision.reason)},
+            }
+        )
+    elif not decision.sessions and not decision.allow_empty:
         rule_ids.append("gate.no_session")
         results.append(
             {
@@ -546,7 +630,7 @@ def render_sarif(decision: Decision) -> str:
         "automationDetails": {"id": "verifier-gate/"},
         "invocations": [
             {
-                "executionSuccessful": True,
+                "executionSuccessful": decision.unavailable is None,
                 "exitCode": decision.exit_code,
                 "exitCodeDescription": summary_line(decision),
             }

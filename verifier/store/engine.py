@@ -26,7 +26,13 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, Engine, create_engine, event, func, inspect, select
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.engine.interfaces import DBAPIConnection
-from sqlalchemy.exc import ArgumentError, InterfaceError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import (
+    ArgumentError,
+    DatabaseError,
+    InterfaceError,
+    NoSuchModuleError,
+    OperationalError,
+)
 from sqlalchemy.pool import ConnectionPoolEntry
 
 from verifier import resources
@@ -184,7 +190,13 @@ def reachable(*engines: Engine) -> Iterator[None]:
     """
     try:
         yield
-    except (OperationalError, InterfaceError) as exc:
+    except (OperationalError, InterfaceError, DatabaseError) as exc:
+        # DatabaseError itself (not its subclasses: a constraint, a bad statement) is
+        # SQLite's "file is not a database" and "database disk image is malformed".
+        if type(exc) is not DatabaseError and not isinstance(
+            exc, (OperationalError, InterfaceError)
+        ):
+            raise
         names = " or ".join(masked(e) for e in engines)
         reason = str(exc.orig).strip() or type(exc.orig).__name__
         raise InfrastructureError(f"database {names} cannot be used: {reason}") from exc

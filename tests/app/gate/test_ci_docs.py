@@ -77,10 +77,14 @@ def test_the_pre_push_hook_refuses_an_undelivered_push_and_lets_it_through_once_
         live: Live = request.getfixturevalue("live")
         env = _environment(tmp_path, VERIFIER_SERVER=live.url, VERIFIER_TOKEN=live.tokens["read"])
 
-    # The base: no agent session claims it, and a person's commits go through.
-    pushed = _push(project, env, f"{project.base}:refs/heads/main")
-    assert pushed.returncode == 0, pushed.stderr
-    assert _remote_tip(remote, "main") == project.base
+    # A store with no session of this repository at all: the wrong store, or a repository
+    # never verified into it. --allow-empty does not let that through (exit 3).
+    refused = _push(project, env, f"{project.base}:refs/heads/main")
+    assert refused.returncode != 0
+    said = " ".join(refused.stdout.split())
+    assert "gate: undecided (exit 3): the verdicts cannot be read" in said
+    assert "holds no session of the repository" in said
+    assert _remote_tip(remote, "main") is None
 
     # The agent's commit, its session not delivered: the push is refused.
     project.ingest("s1")
@@ -90,15 +94,23 @@ def test_the_pre_push_hook_refuses_an_undelivered_push_and_lets_it_through_once_
     assert "change.missing calc.py: calc.py is not at head" in refused.stdout + refused.stderr
     assert "pre-push: refs/heads/main is not pushed to refs/heads/main" in refused.stderr
     assert "failed to push" in refused.stderr
-    assert _remote_tip(remote, "main") == project.base
+    assert _remote_tip(remote, "main") is None
 
     project.record("s1", "delivered")
     pushed = _push(project, env, "main")
     assert pushed.returncode == 0, pushed.stdout + pushed.stderr
     assert "gate: passed (exit 0): 1 of 1 session delivered" in pushed.stdout + pushed.stderr
     where = f"server {live.url}" if source == "server" else f"store {project.database_url}"
-    assert f"from {where}" in pushed.stdout + pushed.stderr
+    assert f"from {where}" in " ".join((pushed.stdout + pushed.stderr).split())
     assert _remote_tip(remote, "main") == project.head
+
+    # A person's commit on top: no session claims it, and the store holds this
+    # repository's sessions, so --allow-empty lets it through.
+    person = project.repo.commit({"NOTES.md": "by hand\n"}, msg="person: notes")
+    pushed = _push(project, env, "main")
+    assert pushed.returncode == 0, pushed.stdout + pushed.stderr
+    assert "gate: passed (exit 0): no session selected (--allow-empty)" in pushed.stdout
+    assert _remote_tip(remote, "main") == person
 
     # A new branch: its tip is gated; inconclusive blocks too, delivered goes through.
     project.repo.git("checkout", "-q", "-b", "agent/next")
@@ -116,6 +128,7 @@ def test_the_pre_push_hook_refuses_an_undelivered_push_and_lets_it_through_once_
 
 # -- the GitHub Actions workflow ------------------------------------------------------------
 
+WAIT_S = 2.0
 EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 
 
@@ -175,7 +188,10 @@ def run_gate_step(
     summary = tmp_path / f"summary-{event_name}.md"
     summary.write_text("", encoding="utf-8")
     script = tmp_path / "step.sh"
-    script.write_text(step["run"], encoding="utf-8")
+    # The documented --wait 600 also waits for a report on an empty selection (a person's
+    # commit): a few seconds here judge the same way.
+    assert step["run"].count("--wait 600") == 1
+    script.write_text(step["run"].replace("--wait 600", f"--wait {WAIT_S:g}"), encoding="utf-8")
     pr = event.get("pull_request", {})
     env = _environment(
         tmp_path,

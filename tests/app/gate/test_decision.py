@@ -14,7 +14,7 @@ from verifier.app.gate import (
     session_from_api,
     watch,
 )
-from verifier.errors import ConfigError
+from verifier.errors import ConfigError, SourceUnavailable
 from verifier.findings import Finding
 
 SELECTION = GateSelection(commits=("a" * 40,))
@@ -144,13 +144,22 @@ def test_watch_stops_at_the_deadline_with_sessions_still_pending() -> None:
     assert len(reads) == 4
 
 
-def test_watch_waits_for_a_named_session_to_be_stored_but_not_for_an_empty_selection() -> None:
+def test_watch_waits_for_a_named_session_to_be_stored_and_for_a_report_not_posted_yet() -> None:
     clock = Clock()
     readings = [[GateSession.missing("a")], [s("a", "delivered")]]
     assert watch(lambda: readings.pop(0), 10, clock=clock, sleep=clock.sleep).sessions == [
         s("a", "delivered")
     ]
-    assert watch(lambda: [], 10, clock=clock, sleep=clock.sleep).waited_s == 0
+    # Nothing selected yet: the report may not be posted; it is read again until it is.
+    posted = [[], [], [s("b", "pending")], [s("b", "delivered")]]
+    said: list[str] = []
+    watched = watch(lambda: posted.pop(0), 10, clock=clock, sleep=clock.sleep, progress=said.append)
+    assert watched.sessions == [s("b", "delivered")] and not posted
+    assert said[0].startswith("waiting for a session to be posted")
+    # Never posted: the wait ends at its bound with nothing.
+    start = clock.now
+    never = watch(lambda: [], 10, clock=clock, sleep=clock.sleep)
+    assert never.sessions == [] and never.waited_s == 10 and clock.now - start == 10
 
 
 def test_a_server_that_reports_an_override_lets_it_decide_with_its_author_and_reason() -> None:
@@ -189,5 +198,7 @@ def test_a_server_that_reports_an_override_lets_it_decide_with_its_author_and_re
 
 
 def test_a_session_not_in_the_apis_shape_is_refused_by_name() -> None:
-    with pytest.raises(ConfigError, match="not the API's shape \\(KeyError: 'delivery_status'\\)"):
+    with pytest.raises(
+        SourceUnavailable, match="not the API's shape \\(KeyError: 'delivery_status'\\)"
+    ):
         session_from_api({"session_id": "s1"}, with_findings=False)

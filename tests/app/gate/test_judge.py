@@ -31,7 +31,7 @@ def test_the_store_of_the_configuration_is_judged(project: Project) -> None:
     assert blocked.exit_code == gate.BLOCKED and blocked.count("not_delivered") == 1
 
 
-def test_a_store_not_there_yet_holds_nothing_and_is_said_once_while_waiting(
+def test_a_store_not_there_yet_is_looked_for_while_waiting_then_is_undecided(
     tmp_path: Path,
 ) -> None:
     config = make_config(f"sqlite:///{tmp_path / 'none.sqlite3'}")
@@ -40,8 +40,9 @@ def test_a_store_not_there_yet_holds_nothing_and_is_said_once_while_waiting(
     decision = gate.judge(
         lambda: config, session_ids=("s1",), wait_s=0.3, progress=waited.append, notice=said.append
     )
-    assert decision.exit_code == gate.BLOCKED and decision.count(gate.MISSING) == 1
-    assert len(said) == 1 and "no store at" in said[0]
+    assert decision.exit_code == gate.UNDECIDED and decision.sessions == ()
+    assert decision.unavailable is not None and "no store at" in decision.unavailable
+    assert len(said) == 1 and "looking again while waiting" in said[0]
     assert waited  # it looked again while waiting
 
 
@@ -51,8 +52,9 @@ def test_a_server_needs_its_token_and_never_the_configuration() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # nothing listens there once it is closed
-    with pytest.raises(ConfigError, match="cannot be reached"):
-        gate.judge(unused, session_ids=("s1",), server=f"http://127.0.0.1:{port}", token="t")
+    decision = gate.judge(unused, session_ids=("s1",), server=f"http://127.0.0.1:{port}", token="t")
+    assert decision.exit_code == gate.UNDECIDED
+    assert decision.unavailable is not None and "cannot be reached" in decision.unavailable
 
 
 def test_the_selection_is_resolved_before_anything_is_read(project: Project) -> None:

@@ -188,15 +188,16 @@ def test_inconclusive_blocks_with_exit_3_unless_passed_and_not_delivered_wins(
     assert gate(capsys, *args).code == 1
 
 
-def test_no_session_selected_exits_1_unless_allowed_and_no_store_is_created(
+def test_no_store_is_exit_3_allowed_empty_or_not_and_no_store_is_created(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     absent = tmp_path / "never" / "store.sqlite3"
     monkeypatch.setenv("VERIFIER_DATABASE_URL", f"sqlite:///{absent}")
-    ran = gate(capsys, "--commit", "ab" * 20)
-    assert ran.code == 1
-    assert "no store at" in ran.err and "gate: blocked (exit 1): no session selected" in ran.out
-    assert gate(capsys, "--commit", "ab" * 20, "--allow-empty").code == 0
+    for allow in ([], ["--allow-empty"]):
+        ran = gate(capsys, "--commit", "ab" * 20, *allow)
+        assert ran.code == 3, ran.out
+        said = " ".join(ran.out.split())
+        assert "gate: undecided (exit 3): the verdicts cannot be read: no store at" in said
     assert not absent.parent.exists()
 
 
@@ -238,7 +239,7 @@ def test_an_abbreviated_sha_needs_a_repository_a_full_one_does_not(
     assert gate(capsys, "--commit", project.head.upper(), "--repo", str(plain)).code == 0
 
 
-def test_server_problems_exit_2_naming_the_problem(
+def test_server_problems_exit_3_naming_the_problem_and_a_missing_token_or_url_2(
     project: Project,
     live: Live,
     monkeypatch: pytest.MonkeyPatch,
@@ -256,13 +257,14 @@ def test_server_problems_exit_2_naming_the_problem(
 
     monkeypatch.setenv("VERIFIER_TOKEN", "vf_not-a-token")
     ran = gate(capsys, *args, "--server", live.url)
-    assert ran.code == 2
-    assert f"VERIFIER_TOKEN: the server {live.url} refused this token (401: " in ran.err
+    assert ran.code == 3
+    said = " ".join(ran.out.split())
+    assert f"VERIFIER_TOKEN: the server {live.url} refused this token (401: " in said
 
     monkeypatch.setenv("VERIFIER_TOKEN", live.tokens["ingest"])
     ran = gate(capsys, *args, "--server", live.url)
-    assert ran.code == 2
-    assert "lacks the read scope for this token (403: " in ran.err
+    assert ran.code == 3
+    assert "lacks the read scope for this token (403: " in " ".join(ran.out.split())
 
     monkeypatch.setenv("VERIFIER_TOKEN", live.tokens["read"])
     assert gate(capsys, *args, "--server", live.url).code == 0
@@ -271,8 +273,8 @@ def test_server_problems_exit_2_naming_the_problem(
         sock.bind(("127.0.0.1", 0))
         closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
     ran = gate(capsys, *args, "--server", closed)
-    assert ran.code == 2
-    assert f"--server: {closed} cannot be reached (ConnectError" in ran.err
+    assert ran.code == 3
+    assert f"--server: {closed} cannot be reached (ConnectError" in " ".join(ran.out.split())
 
     ran = gate(capsys, *args, "--server", "127.0.0.1:8080")
     assert (ran.code, ran.err.strip()) == (
@@ -282,8 +284,8 @@ def test_server_problems_exit_2_naming_the_problem(
 
     # A server that is not the verifier's API: a 404 on the listing, named.
     ran = gate(capsys, "--commit", project.head, "--server", live.url + "/elsewhere")
-    assert ran.code == 2
-    assert "answered 404 to GET /v1/sessions" in ran.err
+    assert ran.code == 3
+    assert "answered 404 to GET /v1/sessions" in " ".join(ran.out.split())
 
 
 def _verifier() -> str:
