@@ -124,9 +124,10 @@ def test_a_gate_reading_a_server_never_reads_the_configuration(
 ) -> None:
     monkeypatch.setenv("VERIFIER_TOKEN", "t")
     args = ["gate", "--session", "s1", "--server", "http://127.0.0.1:1"]
-    assert cli.run([*args, "--config", str(tmp_path / "absent.toml")]) == 2
-    err = capsys.readouterr().err
-    assert "cannot be reached" in err and "config file" not in err
+    assert cli.run([*args, "--config", str(tmp_path / "absent.toml")]) == 3
+    said = capsys.readouterr()
+    assert "cannot be reached" in " ".join(said.out.split())
+    assert "config file" not in said.out + said.err
 
 
 def test_a_command_exits_with_the_code_it_chose_once_its_output_is_written(
