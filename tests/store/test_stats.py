@@ -13,7 +13,7 @@ import pytest
 from tests.support.report_factory import make_report_bytes
 from verifier.contract.report import parse_report
 from verifier.findings import CheckResult, CheckStatus, Finding, Verification, decide
-from verifier.store import Counts, Group, Listed, Stats, Store
+from verifier.store import Counts, Group, Listed, SessionFilter, Stats, Store
 from verifier.store.rows import GROUP_BY
 from verifier.store.stats import count_rows
 
@@ -166,3 +166,62 @@ def test_a_session_counts_once_per_dimension_under_its_utc_day() -> None:
     assert {(r["day"], r["done"], r["delivery_status"], r["sessions"]) for r in rows} == {
         (date(2026, 11, 2), True, "delivered", -1)
     }
+
+
+def test_each_failure_reason_counts_the_sessions_its_filter_lists(db_url: str) -> None:
+    """A row of "why sessions fail" counts what `find_sessions` lists with its check and
+    code, each session once per row, from the run its verdict shows."""
+    missing = Finding("change.missing", "a.py is absent", "a.py")
+    other = Finding("change.undeclared", "b.py changed", "b.py")
+    failed = Finding("tests.failed", "1 failed")
+    plans = {
+        "two-codes": {"changes": (missing, other)},
+        "missing-twice": {"changes": (missing, Finding("change.missing", "c.py", "c.py"))},
+        "both-checks": {"changes": (other,), "tests": (failed,)},
+        "delivered": {},
+    }
+    with Store.open(db_url) as store:
+        for sid, failing in plans.items():
+            store.ingest(parse_report(make_report_bytes(sid)))
+            checks = {
+                name: CheckResult(
+                    name,
+                    CheckStatus.FAIL if failing.get(name) else CheckStatus.PASS,
+                    tuple(failing.get(name, ())),
+                )
+                for name in ("changes", "tests", "audit")
+            }
+            store.record_run(
+                Verification(
+                    sid, "done", True, decide(list(checks.values())), checks, T0, T0, "0.1.0"
+                )
+            )
+        # A later inconclusive run does not hide the verdict run's findings.
+        errored = {**checks, "tests": CheckResult.error("tests", "tests.timeout", "timed out")}
+        store.record_run(
+            Verification(
+                "two-codes",
+                "done",
+                True,
+                decide(list(errored.values())),
+                errored,
+                T0 + timedelta(hours=1),
+                T0 + timedelta(hours=1),
+                "0.1.0",
+            )
+        )
+        reasons = store.failure_reasons(SessionFilter(delivery_status="not_delivered"))
+        assert [(r.check, r.code, r.sessions) for r in reasons] == [
+            ("changes", None, 3),
+            ("changes", "change.missing", 2),
+            ("changes", "change.undeclared", 2),
+            ("tests", None, 1),
+            ("tests", "tests.failed", 1),
+        ]
+        for reason in reasons:
+            chosen = SessionFilter(
+                delivery_status="not_delivered", check=reason.check, code=reason.code
+            )
+            listed = store.find_sessions(chosen, limit=500).items
+            assert len(listed) == reason.sessions == store.count_sessions(chosen)
+        assert store.failure_reasons(SessionFilter(delivery_status="delivered")) == []

@@ -133,6 +133,20 @@ RICH_FINDINGS = (
 RICH_TARGETS = {0: "change-0", 2: "entry-1", 3: "call-1", 4: "call-0"}
 
 
+def ingest_at(
+    store: Store, session_id: str, ended: datetime, *, agent: str, verdict: str | None = None
+) -> None:
+    """Store one more session of `agent` that ended at `ended`, verified to `verdict`
+    (delivered or not_delivered) when given."""
+    raw = _report(session_id, agent=agent, model="gemini-2.5-pro", repo="calc", ended=ended)
+    store.ingest(parse_report(raw))
+    if verdict is not None:
+        run = verification(
+            session_id, failed=verdict == "not_delivered", started_at=ended + timedelta(minutes=1)
+        )
+        store.record_run(run)
+
+
 def seed(url: str) -> None:
     """Fill the store at `url` with `PLAN`, the rich session and one override."""
     with Store.open(url) as store:

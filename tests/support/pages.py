@@ -6,7 +6,32 @@ import html
 import re
 from typing import Any
 
+from fastapi.testclient import TestClient
+
+from tests.support.api import bearer
+
 COLUMNS = ("total", "done_rate", "delivered_rate", "silent_failures", "inconclusive", "pending")
+
+
+def login(client: TestClient, token: str, target: str = "/") -> None:
+    """Log `client` in on the login page with `token`; it lands on `target`."""
+    response = client.post("/login", data={"token": token, "next": target})
+    assert response.status_code == 303, response.text
+    assert response.headers["location"] == target
+
+
+def api(client: TestClient, token: str, path: str, **params: Any) -> Any:
+    """The API's JSON answer to GET `path` with `params`, as `token` sees it."""
+    response = client.get(path, params=params, headers=bearer(token))
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def list_ids(page: str) -> list[str]:
+    """The session ids of the sessions list, in page order."""
+    return [
+        html.unescape(s) for s in re.findall(r'data-session="([^"]*)"', table(page, "sessions"))
+    ]
 
 
 def pct(rate: float | None) -> str:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from verifier.store.rows import (
     Counts,
+    FailureReason,
     Group,
     Listed,
     Page,
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Counts",
+    "FailureReason",
     "Group",
     "Listed",
     "NoStore",

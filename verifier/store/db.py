@@ -48,6 +48,7 @@ from verifier.store.rows import (
     DELIVERY_STATUSES,
     MAX_PAGE,
     Counts,
+    FailureReason,
     Listed,
     Page,
     RejectedRow,
@@ -356,6 +357,15 @@ class Store:
         more = len(models) > limit
         return Page(items, _encode_cursor(models[limit - 1]) if more else None)
 
+    def count_sessions(self, filters: SessionFilter | None = None) -> int:
+        """How many sessions pass `filters`: the length of every page of `find_sessions`."""
+        conditions = _filter_conditions(filters or SessionFilter())
+        with self.transaction() as session:
+            counted = session.scalar(
+                select(func.count()).select_from(SessionModel).where(*conditions)
+            )
+        return int(counted or 0)
+
     def session_lines(
         self, filters: SessionFilter | None = None, *, page: int = MAX_PAGE
     ) -> Iterator[SessionLine]:
@@ -525,6 +535,13 @@ class Store:
             repo=repo,
         )
 
+    def failure_reasons(self, filters: SessionFilter | None = None) -> list[FailureReason]:
+        """The sessions `filters` keep, counted by the check and finding code of their
+        shown run's findings: `verifier.store.stats.failure_reasons`. A row's count is
+        the length of `find_sessions` with its check and code added to `filters`."""
+        conditions = _filter_conditions(filters or SessionFilter())
+        return counting.failure_reasons(self.transaction, conditions)
+
     def claimed_changes(self, session_id: str) -> list[dict[str, str | None]]:
         """The changes the session's report claimed, in its order, with the report's own
         keys (`CLAIMED_CHANGE_KEYS`); kept when the report is pruned."""
@@ -686,7 +703,7 @@ def _filter_conditions(filters: SessionFilter) -> list[ColumnElement[bool]]:
         )
     equal = {
         SessionModel.agent_name: filters.agent,
-        SessionModel.agent_model: filters.model,
+        SessionModel.agent_model: filters.model or None,
         SessionModel.repo_name: filters.repo,
         SessionModel.status: filters.agent_status,
         SessionModel.done: filters.done,
@@ -697,8 +714,16 @@ def _filter_conditions(filters: SessionFilter) -> list[ColumnElement[bool]]:
     conditions: list[ColumnElement[bool]] = [
         column == value for column, value in equal.items() if value is not None
     ]
+    if filters.model == "":
+        conditions.append(func.coalesce(SessionModel.agent_model, "") == "")
     if filters.session_ids is not None:
         conditions.append(SessionModel.session_id.in_(filters.session_ids))
+    if filters.search:
+        conditions.append(_searched(filters.search))
+    if filters.code is not None and filters.check is None:
+        raise BadRequest("code", f"got {filters.code!r} without check: name the check as well")
+    if filters.check is not None:
+        conditions.append(counting.has_finding(filters.check, filters.code))
     if filters.head_commits is not None:
         conditions.append(SessionModel.head_commit.in_(filters.head_commits))
     for name, moment in (("from", filters.ended_from), ("to", filters.ended_to)):
@@ -709,6 +734,19 @@ def _filter_conditions(filters: SessionFilter) -> list[ColumnElement[bool]]:
     if filters.ended_to is not None:
         conditions.append(SessionModel.ended_at < filters.ended_to)
     return conditions
+
+
+def _searched(text: str) -> ColumnElement[bool]:
+    """Sessions whose id or branch holds `text` (any case), or whose head or base commit
+    starts with it: the dashboard's and the API's search."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    inside, start = f"%{escaped}%", f"{escaped.lower()}%"
+    return or_(
+        SessionModel.session_id.ilike(inside, escape="\\"),
+        SessionModel.branch.ilike(inside, escape="\\"),
+        SessionModel.head_commit.like(start, escape="\\"),
+        SessionModel.base_commit.like(start, escape="\\"),
+    )
 
 
 def _encode_cursor(model: SessionModel) -> str:

@@ -202,6 +202,7 @@ class SessionFilter:
     """What `Store.find_sessions` keeps; every field optional, all given must hold."""
 
     agent: str | None = None
+    # '' is no model, as the stats name it.
     model: str | None = None
     repo: str | None = None
     agent_status: str | None = None
@@ -214,6 +215,23 @@ class SessionFilter:
     # Any of these (a merge gate's selections): session ids, head commits (full SHAs).
     session_ids: tuple[str, ...] | None = None
     head_commits: tuple[str, ...] | None = None
+    # A search: part of the session id or the branch (any case), or the start of the
+    # head or base commit.
+    search: str | None = None
+    # Sessions whose shown run (the verdict run, else the latest) has a finding of this
+    # check, and of this code when given: the rows of `Store.failure_reasons`.
+    check: str | None = None
+    code: str | None = None
+
+
+@dataclass(frozen=True)
+class FailureReason:
+    """A row of "why sessions fail": how many sessions have a finding of `check` in
+    their shown run (of `code`, or of any code when `code` is None)."""
+
+    check: str
+    code: str | None
+    sessions: int
 
 
 @dataclass(frozen=True)

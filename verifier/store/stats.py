@@ -6,6 +6,10 @@ verdict. `Store.ingest` adds it as pending and `Store.record_run` moves it when
 its verdict changes, with the `count_upsert` statement on the `count_rows` of
 the session, in the transaction that changes it. `stats` then reads those
 counts, or the sessions themselves for filters the counts cannot answer.
+
+`failure_reasons` counts sessions by the check and finding code of their shown
+run's findings, with `has_finding` as the one condition a list filtered on a
+row uses, so that the row's count and the list's length are the same query.
 """
 
 from __future__ import annotations
@@ -15,14 +19,14 @@ from contextlib import AbstractContextManager
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, and_, exists, func, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from verifier.errors import BadRequest
-from verifier.store.models import SessionCountModel, SessionModel
-from verifier.store.rows import GROUP_BY, Counts, Group, Stats
+from verifier.store.models import FindingModel, SessionCountModel, SessionModel
+from verifier.store.rows import GROUP_BY, Counts, FailureReason, Group, Stats
 
 # How the counts are read: the store's own transaction (`Store.transaction`).
 Transaction = Callable[[], AbstractContextManager[Session]]
@@ -186,3 +190,47 @@ def _group_key(group_by: str | None, value: Any) -> str:
             day -= timedelta(days=day.weekday())
         return day.isoformat()
     return str(value)
+
+
+def _shown_run() -> ColumnElement[Any]:
+    """The run a session's verdict shows: the verdict run, else the latest run."""
+    return func.coalesce(SessionModel.verdict_run_id, SessionModel.latest_run_id)
+
+
+def has_finding(check: str, code: str | None = None) -> ColumnElement[bool]:
+    """Sessions whose shown run has a finding of `check` (and of `code` when given)."""
+    match = [FindingModel.run_id == _shown_run(), FindingModel.check_name == check]
+    if code is not None:
+        match.append(FindingModel.code == code)
+    return exists().where(and_(*match))
+
+
+def failure_reasons(
+    transaction: Transaction, conditions: Iterable[ColumnElement[bool]]
+) -> list[FailureReason]:
+    """Sessions that pass `conditions`, counted by each (check, code) their shown run
+    has a finding of, and by each check (`code` None): a session counts once in every
+    row it has a finding of. Most sessions first, then by check and code."""
+    sessions = select(SessionModel.session_id, _shown_run().label("run_id")).where(*conditions)
+    shown = sessions.subquery()
+    pairs = (
+        select(FindingModel.check_name, FindingModel.code, shown.c.session_id)
+        .join(shown, FindingModel.run_id == shown.c.run_id)
+        .distinct()
+        .subquery()
+    )
+    by_code = select(pairs.c.check_name, pairs.c.code, func.count()).group_by(
+        pairs.c.check_name, pairs.c.code
+    )
+    by_check = select(pairs.c.check_name, func.count(func.distinct(pairs.c.session_id))).group_by(
+        pairs.c.check_name
+    )
+    with transaction() as session:
+        codes = session.execute(by_code).all()
+        checks: dict[str, int] = {c: int(n) for c, n in session.execute(by_check).all()}
+    rows = [FailureReason(check, None, int(n)) for check, n in checks.items()]
+    rows += [FailureReason(check, code, int(n)) for check, code, n in codes]
+    rows.sort(
+        key=lambda r: (-checks[r.check], r.check, r.code is not None, -r.sessions, r.code or "")
+    )
+    return rows

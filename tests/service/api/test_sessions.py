@@ -238,6 +238,50 @@ def test_sessions_are_listed_newest_first_and_filtered(
     assert ids(client, read, "from=2026-11-22T01:00:00%2B01:00&to=2026-11-24") == ["s-3", "s-2"]
 
 
+def test_sessions_are_searched_by_id_branch_or_commit_and_filtered_by_finding(
+    client: TestClient, tokens: dict[str, str], db_url: str
+) -> None:
+    head = "ab12" + "0" * 36
+    for sid, branch, commit in (
+        ("Fix-Calc-1", "feature/Login", None),
+        ("fix-shop-2", "main", head),
+        ("other-3", None, None),
+    ):
+        repo = {"name": "calc", "base_commit": "c" * 40, "head_commit": commit}
+        if branch:
+            repo["branch"] = branch
+        assert post(client, make_report_bytes(sid, repo=repo), tokens["ingest"])[0] == 202
+    with Store.open(db_url) as store:
+        store.record_run(verification("Fix-Calc-1", failed=True))
+        store.record_run(verification("fix-shop-2", error=True))
+        store.record_run(verification("other-3"))
+    read = tokens["read"]
+    # Part of the id or the branch, in any case; the start of a commit, never its middle.
+    assert ids(client, read, "q=FIX-") == ["fix-shop-2", "Fix-Calc-1"]
+    assert ids(client, read, "q=login") == ["Fix-Calc-1"]
+    assert ids(client, read, "q=AB12") == ["fix-shop-2"]
+    assert ids(client, read, "q=ccc") == ["other-3", "fix-shop-2", "Fix-Calc-1"]
+    assert ids(client, read, "q=0000") == []
+    # LIKE's wildcards are searched as themselves.
+    assert ids(client, read, "q=%25") == [] and ids(client, read, "q=_") == []
+    # By the findings of the run each verdict shows.
+    assert ids(client, read, "check=changes") == ["Fix-Calc-1"]
+    assert ids(client, read, "check=changes&code=change.missing") == ["Fix-Calc-1"]
+    assert ids(client, read, "check=tests&code=tests.no_command") == ["fix-shop-2"]
+    assert ids(client, read, "check=tests&code=change.missing") == []
+    assert ids(client, read, "check=audit") == []
+    assert ids(client, read, "check=changes&q=shop") == []
+
+
+def test_a_code_without_its_check_or_a_search_too_long_is_a_400(
+    client: TestClient, tokens: dict[str, str]
+) -> None:
+    for query, field in (("code=change.missing", "code"), ("q=" + "x" * 201, "q")):
+        response = client.get(f"/v1/sessions?{query}", headers=bearer(tokens["read"]))
+        assert response.status_code == 400, response.text
+        assert error_of(response.json())["field"] == field
+
+
 def test_a_forged_cursor_holding_nul_is_a_400(client: TestClient, tokens: dict[str, str]) -> None:
     import base64
 

@@ -37,6 +37,18 @@ ARGS = [
 MAX_TABS = 80
 
 
+# The cells of a table that reach past the viewport or are clipped by a scrolling box,
+# and how many cells it has; labels come from each cell's data-label as a card's line.
+CELLS_OUTSIDE = """table => {
+  const cells = [...table.querySelectorAll('tbody th, tbody td')];
+  const outside = cells.filter(c => {
+    const box = c.getBoundingClientRect();
+    return box.left < 0 || box.right > window.innerWidth + 0.5 || c.scrollWidth > c.clientWidth + 1;
+  }).map(c => c.dataset.label + ': ' + c.textContent.slice(0, 40));
+  return {count: cells.length, outside};
+}"""
+
+
 def artifacts() -> Path:
     where = Path(os.environ.get("VERIFIER_TEST_ARTIFACTS") or ROOT / "test-artifacts")
     where.mkdir(parents=True, exist_ok=True)
@@ -164,12 +176,20 @@ def test_the_pages_fit_a_phone_screen(browser: Any, server: tuple[str, dict[str,
     base, tokens = server
     page, problems, _ = _page(browser, base, 390)
     _log_in(page, base, tokens["read"])
-    for path, name in (("/", "overview-390.png"), (f"/sessions/{RICH}", "session-390.png")):
+    for path, name in (
+        ("/", "overview-390.png"),
+        ("/sessions", "sessions-390.png"),
+        (f"/sessions/{RICH}", "session-390.png"),
+    ):
         page.goto(base + path)
         # Wide tables and the chart scroll inside their own boxes; the page itself does not.
         width = page.evaluate("document.documentElement.scrollWidth")
         assert width <= 390, f"{path} is {width} px wide at a 390 px viewport"
         page.screenshot(path=str(artifacts() / name), full_page=True)
+        # Tables of cards: every cell of every row is inside the screen, under its name.
+        for table in page.locator("table.cards").all():
+            cells = table.evaluate(CELLS_OUTSIDE)
+            assert cells["count"] > 0 and not cells["outside"], (path, cells)
     # The three accounts stack on a phone: each starts below the one before.
     tops = [
         page.evaluate(f"document.getElementById('{t}').getBoundingClientRect().top")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import html
 import re
 from datetime import UTC, datetime
-from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -17,8 +16,10 @@ from tests.support.api import bearer
 from tests.support.dashboard_seed import PLAN, RICH, RICH_TARGETS, XSS
 from tests.support.pages import (
     COLUMNS,
+    api,
     by_id,
     group_rows,
+    login,
     pct,
     period_rows,
     shown,
@@ -42,18 +43,6 @@ FILTERS: list[dict[str, str]] = [
     {"agent": "repo-fixer", "repo": "calc", "from": "2026-11-20"},
     {"agent": XSS},
 ]
-
-
-def login(client: TestClient, token: str) -> None:
-    response = client.post("/login", data={"token": token, "next": "/"})
-    assert response.status_code == 303, response.text
-    assert response.headers["location"] == "/"
-
-
-def api(client: TestClient, token: str, path: str, **params: str) -> Any:
-    response = client.get(path, params=params, headers=bearer(token))
-    assert response.status_code == 200, response.text
-    return response.json()
 
 
 # -- authentication -----------------------------------------------------------------------

@@ -20,6 +20,8 @@ DeliveryStatus = Literal["pending", "delivered", "not_delivered", "inconclusive"
 RunVerdict = Literal["delivered", "not_delivered", "inconclusive"]
 GroupBy = Literal["day", "week", "agent", "model", "repo"]
 MAX_PAGE = 500
+# A search is a session id, a branch or a commit: longer is not one.
+MAX_SEARCH = 200
 # Row ids are 32-bit integers on PostgreSQL: a larger one is a bad request, not a query.
 MAX_ID = 2**31 - 1
 # Text no database column can hold (PostgreSQL refuses NUL) is refused as a bad request.

@@ -18,7 +18,7 @@ from pydantic import Field
 
 from verifier.config import Config
 from verifier.service import auth
-from verifier.service.api.bodies import NO_NUL, DeliveryStatus, Filter, Moment
+from verifier.service.api.bodies import MAX_SEARCH, NO_NUL, DeliveryStatus, Filter, Moment
 from verifier.service.api.errors import Refused
 from verifier.service.metrics import Metrics
 from verifier.store import SessionFilter, Store
@@ -104,6 +104,30 @@ def _filters(
             "ISO 8601 date and time with its offset.",
         ),
     ] = None,
+    q: Annotated[
+        str | None,
+        Query(
+            max_length=MAX_SEARCH,
+            pattern=NO_NUL,
+            description="Search: part of the session id or branch (any case), or the "
+            "start of the head or base commit.",
+        ),
+    ] = None,
+    check: Annotated[
+        str | None,
+        Query(
+            pattern=NO_NUL,
+            description="Sessions whose shown run (the verdict run, else the latest) has a "
+            "finding of this check (changes, tests, audit, replay).",
+        ),
+    ] = None,
+    code: Annotated[
+        str | None,
+        Query(
+            pattern=NO_NUL,
+            description="With `check`: only findings of this code (`change.missing`).",
+        ),
+    ] = None,
 ) -> SessionFilter:
     """The session filters of a listing and of an export."""
     return SessionFilter(
@@ -117,6 +141,9 @@ def _filters(
         branch=branch,
         ended_from=ended_from,
         ended_to=ended_to,
+        search=q or None,
+        check=check,
+        code=code,
     )
 
 

@@ -216,6 +216,28 @@ async def overview(request: Request) -> Response:
     )
 
 
+@router.get("/sessions")
+async def sessions(request: Request) -> Response:
+    """Every session, newest ended first, filtered and searched, a page at a time."""
+    viewer = await _viewer(request)
+    if isinstance(viewer, Response):
+        return viewer
+    try:
+        filters = views.ListFilters.parse(dict(request.query_params))
+        page = await run_in_threadpool(
+            views.session_list, _store(request), filters, datetime.now(UTC)
+        )
+    except BadRequest as exc:
+        return _page("error.html", 400, title="Bad request", problem=str(exc), token=viewer)
+
+    def link(**changes: Any) -> str:
+        return "/sessions?" + urlencode(filters.query(**changes))
+
+    return _page(
+        "sessions.html", title="Sessions", page=page, filters=filters, link=link, token=viewer
+    )
+
+
 @router.get("/sessions/{session_id}")
 async def session(request: Request, session_id: str) -> Response:
     viewer = await _viewer(request)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from verifier.contract.profiles import Profile, load_profile
-from verifier.contract.report import parse_report
+from verifier.contract.report import CANONICAL_STATUSES, parse_report
 from verifier.contract.trajectory import ToolCall
 from verifier.errors import BadRequest, ConfigError, InvalidReport, ReportPruned
 from verifier.service.dashboard.chart import Point
@@ -232,6 +232,157 @@ def first_finding(run: RunRow | None) -> Mapping[str, Any] | None:
         for finding in check.get("findings", []):
             return {"check": name, **finding}
     return None
+
+
+# -- the list of sessions -----------------------------------------------------------------
+
+# The time presets of the list: the sessions that ended in the last 24 h, 7 d or 30 d.
+PRESETS = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
+VERDICTS = ("delivered", "not_delivered", "inconclusive", "pending")
+LIST_PAGE = 50
+MAX_SEARCH = 200
+
+
+@dataclass(frozen=True)
+class ListFilters:
+    """The list's filters, as the URL holds them (so a list can be shared)."""
+
+    verdict: str | None = None
+    done: bool | None = None
+    status: str | None = None
+    agent: str | None = None
+    model: str | None = None
+    repo: str | None = None
+    day_from: date | None = None
+    day_to: date | None = None
+    preset: str | None = None
+    q: str | None = None
+    check: str | None = None
+    code: str | None = None
+    cursor: str | None = None
+    # TODO(task filter): `task` joins these once sessions carry their task id.
+
+    @classmethod
+    def parse(cls, query: Mapping[str, str]) -> ListFilters:
+        """Filters from query parameters; `BadRequest` naming the parameter otherwise."""
+        verdict = query.get("verdict") or None
+        if verdict is not None and verdict not in VERDICTS:
+            raise BadRequest("verdict", f"got {verdict!r}, expected one of {', '.join(VERDICTS)}")
+        done_text = query.get("done") or None
+        if done_text is not None and done_text not in ("yes", "no"):
+            raise BadRequest("done", f"got {done_text!r}, expected yes or no")
+        preset = query.get("range") or None
+        if preset is not None and preset not in PRESETS:
+            raise BadRequest("range", f"got {preset!r}, expected one of {', '.join(PRESETS)}")
+        q = (query.get("q") or "").strip() or None
+        if q is not None and len(q) > MAX_SEARCH:
+            raise BadRequest("q", f"is {len(q)} characters, over the limit of {MAX_SEARCH}")
+        for name in query:
+            if "\x00" in query[name]:
+                raise BadRequest(name, "holds a NUL character")
+        filters = cls(
+            verdict=verdict,
+            done=None if done_text is None else done_text == "yes",
+            status=query.get("status") or None,
+            agent=query.get("agent") or None,
+            model=query.get("model") if "model" in query and query.get("model") != "*" else None,
+            repo=query.get("repo") or None,
+            day_from=_day(query, "from"),
+            day_to=_day(query, "to"),
+            preset=preset,
+            q=q,
+            check=query.get("check") or None,
+            code=query.get("code") or None,
+            cursor=query.get("cursor") or None,
+        )
+        if preset is not None and (filters.day_from or filters.day_to):
+            raise BadRequest("range", f"got {preset!r} beside from/to: choose one or the other")
+        if filters.day_from and filters.day_to and filters.day_from > filters.day_to:
+            raise BadRequest("from", f"got {filters.day_from}, expected a day on or before to")
+        if filters.code is not None and filters.check is None:
+            raise BadRequest("code", f"got {filters.code!r} without check: name the check too")
+        return filters
+
+    def query(self, **changes: Any) -> dict[str, str]:
+        """The query parameters of this list with `changes`; what is unset is left out.
+        A change of filter starts again at the first page."""
+        values: dict[str, Any] = {
+            "q": self.q,
+            "verdict": self.verdict,
+            "done": None if self.done is None else ("yes" if self.done else "no"),
+            "status": self.status,
+            "agent": self.agent,
+            "model": self.model,
+            "repo": self.repo,
+            "range": self.preset,
+            "from": self.day_from,
+            "to": self.day_to,
+            "check": self.check,
+            "code": self.code,
+        }
+        values.update(changes)
+        return {k: str(v) for k, v in values.items() if v is not None}
+
+    def store_filter(self, now: datetime) -> SessionFilter:
+        """The store's filter of this list; a preset counts back from `now`."""
+        ended_from = None if self.day_from is None else _start(self.day_from)
+        ended_to = None if self.day_to is None else _start(self.day_to + timedelta(days=1))
+        if self.preset is not None:
+            ended_from = now - PRESETS[self.preset]
+        return SessionFilter(
+            agent=self.agent,
+            model=self.model,
+            repo=self.repo,
+            agent_status=self.status,
+            done=self.done,
+            delivery_status=self.verdict,
+            ended_from=ended_from,
+            ended_to=ended_to,
+            search=self.q,
+            check=self.check,
+            code=self.code,
+        )
+
+
+@dataclass(frozen=True)
+class ListItem:
+    """A row of the list: the session, its verdict, the first thing found wrong."""
+
+    listed: Listed
+    finding: Mapping[str, Any] | None
+
+
+@dataclass(frozen=True)
+class SessionList:
+    filters: ListFilters
+    total: int
+    items: list[ListItem]
+    next_cursor: str | None
+    choices: dict[str, list[str]]
+    statuses: list[str]
+
+
+def session_list(store: Store, filters: ListFilters, now: datetime) -> SessionList:
+    """The list page: how many sessions pass the filters, and one page of them."""
+    chosen = filters.store_filter(now)
+    page = store.find_sessions(chosen, limit=LIST_PAGE, cursor=filters.cursor)
+    items = [
+        ListItem(item, first_finding(item.verdict_run or item.latest_run)) for item in page.items
+    ]
+    choices = {d: [g.key for g in store.stats(group_by=d).groups] for d in DIMENSIONS}
+    for dimension, value in (
+        ("agent", filters.agent),
+        ("model", filters.model),
+        ("repo", filters.repo),
+    ):
+        if value is not None and value not in choices[dimension]:
+            choices[dimension].append(value)  # a shared URL's filter stays visible
+    statuses = list(CANONICAL_STATUSES)
+    if filters.status is not None and filters.status not in statuses:
+        statuses.append(filters.status)
+    return SessionList(
+        filters, store.count_sessions(chosen), items, page.next_cursor, choices, statuses
+    )
 
 
 # -- the session page ---------------------------------------------------------------------
