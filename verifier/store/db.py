@@ -720,8 +720,6 @@ def _filter_conditions(filters: SessionFilter) -> list[ColumnElement[bool]]:
         conditions.append(SessionModel.session_id.in_(filters.session_ids))
     if filters.search:
         conditions.append(_searched(filters.search))
-    if filters.code is not None and filters.check is None:
-        raise BadRequest("code", f"got {filters.code!r} without check: name the check as well")
     if filters.check is not None:
         conditions.append(counting.has_finding(filters.check, filters.code))
     if filters.head_commits is not None:

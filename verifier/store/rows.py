@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from verifier.errors import BadRequest
 from verifier.findings import CheckStatus, DeliveryStatus, Finding
 
 # The most sessions one page of `Store.find_sessions` holds, and the batch the store
@@ -222,6 +223,12 @@ class SessionFilter:
     # check, and of this code when given: the rows of `Store.failure_reasons`.
     check: str | None = None
     code: str | None = None
+
+    def __post_init__(self) -> None:
+        # Checked when the filter is made, so that an export streaming its rows never
+        # learns of a bad filter after its first line.
+        if self.code is not None and self.check is None:
+            raise BadRequest("code", f"got {self.code!r} without check: name the check as well")
 
 
 @dataclass(frozen=True)

@@ -273,11 +273,17 @@ def test_sessions_are_searched_by_id_branch_or_commit_and_filtered_by_finding(
     assert ids(client, read, "check=changes&q=shop") == []
 
 
+@pytest.mark.parametrize("path", ["/v1/sessions", "/v1/export/sessions"])
 def test_a_code_without_its_check_or_a_search_too_long_is_a_400(
-    client: TestClient, tokens: dict[str, str]
+    client: TestClient, tokens: dict[str, str], path: str
 ) -> None:
-    for query, field in (("code=change.missing", "code"), ("q=" + "x" * 201, "q")):
-        response = client.get(f"/v1/sessions?{query}", headers=bearer(tokens["read"]))
+    # The export is refused before its first row streams, as the listing is.
+    for query, field in (
+        ("code=change.missing", "code"),
+        ("code=x&check=", "code"),
+        ("q=" + "x" * 201, "q"),
+    ):
+        response = client.get(f"{path}?{query}", headers=bearer(tokens["admin"]))
         assert response.status_code == 400, response.text
         assert error_of(response.json())["field"] == field
 

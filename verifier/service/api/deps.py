@@ -142,8 +142,8 @@ def _filters(
         ended_from=ended_from,
         ended_to=ended_to,
         search=q or None,
-        check=check,
-        code=code,
+        check=check or None,
+        code=code or None,
     )
 
 
