@@ -193,6 +193,10 @@ class RepositoryConfig:
     # transcript): "required" leaves it inconclusive (audit.no_trail), "optional" accepts it
     # with a note on the verdict.
     trail: Literal["required", "optional"] = "required"
+    # What a harness applied other than the model asked (gemini-cli's tolerant `replace`
+    # matches, its unescaped writes: replay.tolerant_match, replay.corrected_edit): "note"
+    # keeps it beside the verdict, "fail" makes the session not delivered.
+    tolerant_edits: Literal["note", "fail"] = "note"
     # A ref only people update (e.g. refs/remotes/origin/main): the base must be in its history,
     # at most `trusted_max_behind` commits behind its tip (0: the tip itself).
     trusted_ref: Text | None = None

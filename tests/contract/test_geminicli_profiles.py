@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from verifier.config import Config
 from verifier.contract.profiles import ActionKind, Permission, load_profile
 from verifier.contract.trajectory import load_trajectory
+from verifier.errors import ConfigError
 
 PROFILES = Config().profiles_dir
 FAMILIES = ("gemini-cli-0.61-legacy", "gemini-cli-0.61-gemini-3")
@@ -68,3 +71,36 @@ def test_a_failed_call_is_gemini_clis_error_response() -> None:
     profile = load_profile(PROFILES, FAMILIES[0])
     assert profile.response_failed({"error": "Failed to edit, 0 occurrences found"})
     assert not profile.response_failed({"output": "Exit Code: 1"})
+
+
+def test_the_edit_tools_name_gemini_clis_matching_rules() -> None:
+    profile = load_profile(PROFILES, FAMILIES[1])
+    assert profile.functions["replace"].match == "gemini-cli-0.61"
+    assert profile.functions["write_file"].match == "gemini-cli-0.61"
+    edit = profile.normalise(
+        _call(
+            "replace",
+            file_path="a.py",
+            old_string="x",
+            new_string="y",
+            instruction="i",
+            allow_multiple=True,
+        )
+    )
+    assert edit.match == "gemini-cli-0.61" and edit.params["allow_multiple"] is True
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ('action = "replace"\nmatch = "sed"', "match: expected one of"),
+        ('action = "run"\nmatch = "gemini-cli-0.61"', "only a replace or a write"),
+    ],
+)
+def test_matching_rules_are_known_ones_on_edits_only(
+    tmp_path: Path, spec: str, message: str
+) -> None:
+    (tmp_path / "bad.toml").write_text(f"[functions.f]\n{spec}\n")
+    with pytest.raises(ConfigError, match=message) as caught:
+        load_profile(tmp_path, "bad")
+    assert "functions.f.match" in str(caught.value)

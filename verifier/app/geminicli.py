@@ -32,6 +32,7 @@ from typing import Any
 from audit.geminicli import Transcript, read_transcript
 from verifier._internal.git import Git
 from verifier._internal.repository import Repository
+from verifier.checks import editmatch
 from verifier.config import Config
 from verifier.contract.report import Report, parse_report
 from verifier.errors import ConfigError, InfrastructureError
@@ -121,9 +122,14 @@ def _commit(git: Git, rev: str, what: str) -> str:
 def _claims(
     record: Transcript, repo: Repository, base: str
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """Per file the successful edits wrote: its blob at the base, the last content written."""
+    """Per file the successful edits wrote: its blob at the base, the last bytes written.
+
+    A tool's display holds the text it computed with LF line endings; the bytes
+    written have CRLF ones where the file had a CRLF (`editmatch.crlf_written`),
+    so each file is followed from its base blob, edit after edit.
+    """
     root = repo.root.resolve()
-    last: dict[str, bytes] = {}
+    edits: list[tuple[str, str]] = []
     outside: list[str] = []
     for call in record.tool_calls:
         edit = call.edit
@@ -137,14 +143,21 @@ def _claims(
             path = edit.file_path
             if path not in outside:
                 outside.append(path)
-        last[path] = edit.new.encode("utf-8")
+        edits.append((path, edit.new))
     tree = repo.tree(base)
-    inside = [p for p in last if p not in outside]
-    digests = repo.blob_sha256s([tree[p].sha for p in inside if p in tree and tree[p].is_file])
+    wanted = {
+        p: tree[p].sha for p, _ in edits if p not in outside and p in tree and tree[p].is_file
+    }
+    blobs = dict(Git(root).read_objects([(sha, "blob") for sha in dict.fromkeys(wanted.values())]))
+    at_base = {p: blobs[sha] for p, sha in wanted.items()}
+    current: dict[str, bytes] = {}
+    for path, text in edits:
+        previous = current[path] if path in current else at_base.get(path)
+        current[path] = editmatch.crlf_written(previous, text)
     changes: list[dict[str, Any]] = []
-    for path, data in last.items():
-        entry = tree.get(path)
-        before = digests.get(entry.sha) if entry is not None and entry.is_file else None
+    for path, data in current.items():
+        base_bytes = at_base.get(path)
+        before = None if base_bytes is None else hashlib.sha256(base_bytes).hexdigest()
         after = hashlib.sha256(data).hexdigest()
         if before == after:
             continue  # written back as it was

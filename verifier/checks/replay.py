@@ -53,6 +53,7 @@ from verifier._internal.deadline import check_deadline
 from verifier._internal.git import Git
 from verifier._internal.paths import EOL_AUTO, EOL_TEXT, UnsafeFile, hash_in_root, unsafe_reason
 from verifier._internal.repository import Repository
+from verifier.checks import editmatch
 from verifier.checks.base import Context, HeadState
 from verifier.contract.profiles import FILE_ACTIONS, Action, ActionKind, Profile, load_profile
 from verifier.errors import ConfigError, InfrastructureError
@@ -67,6 +68,8 @@ MAX_WORK_BYTES = 8 * 1024**3
 MAX_FILE_BYTES = 64 * 1024**2
 EXACT_BYTES = 256 * 1024**2
 FAILING = {
+    "replay.tolerant_match",  # with tolerant_edits = "fail" only: else a note
+    "replay.corrected_edit",
     "replay.expected_mismatch",
     "replay.mismatch",
     "replay.whole_file_write",
@@ -185,10 +188,18 @@ class ReplayCheck:
                 entries,
                 report.trajectory.location,
                 budget=budget,
+                model=report.doc.agent.model,
+                tolerant_edits=context.repo.tolerant_edits,
             )
         except InfrastructureError as exc:
             return CheckResult.error(NAME, "replay.git_failed", str(exc))
-        return CheckResult(result.name, result.status, result.findings, result.details, notes=notes)
+        return CheckResult(
+            result.name,
+            result.status,
+            result.findings,
+            result.details,
+            notes=(*result.notes, *notes),
+        )
 
 
 CHECK = ReplayCheck()
@@ -207,18 +218,24 @@ def replay_session(
     location: Callable[[int, int], str] = _contents_location,
     *,
     budget: Budget | None = None,
+    model: str | None = None,
+    tolerant_edits: str = "note",
 ) -> CheckResult:
     """Steps 1 to 3 on the repository at `path`: the base's listing read while we plan.
 
     `location` names a call's place in the report (`Trajectory.location`);
-    `budget` bounds the work (`Budget`'s defaults when None).
+    `budget` bounds the work (`Budget`'s defaults when None); `model` is the
+    session's (a harness's matching rules may depend on it); `tolerant_edits`
+    the repository's policy for what a harness applied other than asked
+    (`replay`).
     """
     git = Git(path)
     with ThreadPoolExecutor(1, thread_name_prefix="ls-tree") as pool:
         listing = pool.submit(git.run, "ls-tree", "-r", "-z", "--full-tree", state.base_commit)
         plan = plan_replay(profile, calls, entries, location)
         files = _read_files(path, state, sorted(plan.steps), listing.result())
-    return replay(plan, files, profile.name, budget)
+    files.model = model
+    return replay(plan, files, profile.name, budget, tolerant_edits)
 
 
 def succeeded(profile: Profile, call: ToolCall) -> bool:
@@ -313,6 +330,11 @@ class Files:
     head_label: str = "head commit"
     read: Callable[[str], bytes] | None = None  # a blob's bytes by id
     _head: dict[str, bytes | None] = field(default_factory=dict)
+    # The session's model: a harness's matching rules may depend on it (`editmatch`).
+    model: str | None = None
+    # What the harness applied other than the model asked, by (call id, path): kept once
+    # though a file may be replayed twice (`replay_file`).
+    tolerated: dict[tuple[str, str], Finding] = field(default_factory=dict)
 
     def at_head(self, path: str, data: bytes | None) -> bool:
         if self.read is None:
@@ -406,12 +428,21 @@ def _read_files(path: Path, state: HeadState, paths: list[str], listing: bytes) 
     return Files(base, head_sha256=hashes, convert=convert, head_label="working tree")
 
 
-def replay(plan: Plan, files: Files, profile: str, budget: Budget | None = None) -> CheckResult:
+def replay(
+    plan: Plan,
+    files: Files,
+    profile: str,
+    budget: Budget | None = None,
+    tolerant_edits: str = "note",
+) -> CheckResult:
     """Step 3 on every replayable file; the result of the check.
 
     Out of `budget`, the check stops: ``replay.budget_exceeded`` names the
     budget and the file, and the session is inconclusive unless a file
-    replayed before failed.
+    replayed before failed. What a harness applied other than the model asked
+    (`Files.tolerated`: ``replay.tolerant_match``, ``replay.corrected_edit``)
+    is a note and a detail with `tolerant_edits` ``note``, a failure with
+    ``fail``.
     """
     budget = budget or Budget()
     findings: list[Finding] = []
@@ -447,6 +478,12 @@ def replay(plan: Plan, files: Files, profile: str, budget: Budget | None = None)
         if finding is not None:
             findings.append(finding)
     findings.extend(plan.unknown)
+    tolerated = list(files.tolerated.values())
+    notes: tuple[str, ...] = ()
+    if tolerant_edits == "fail":
+        findings.extend(tolerated)
+    else:
+        notes = tuple(f"{f.code} (tolerant_edits = 'note'): {f.message}" for f in tolerated)
     details = {
         "profile": profile,
         "replayed": len(plan.steps),
@@ -454,11 +491,13 @@ def replay(plan: Plan, files: Files, profile: str, budget: Budget | None = None)
         "not_replayable": dict(sorted(plan.not_replayable.items())),
         "work_bytes": budget.spent,  # joined, split, scanned and hashed (`Budget`)
     }
+    if tolerated:
+        details["tolerated"] = [f.to_dict() for f in tolerated]
     if any(f.code in FAILING for f in findings):
         status = CheckStatus.FAIL
     else:
         status = CheckStatus.ERROR if findings else CheckStatus.PASS
-    return CheckResult(NAME, status, tuple(findings), details)
+    return CheckResult(NAME, status, tuple(findings), details, notes=notes)
 
 
 class _State:
@@ -572,7 +611,7 @@ def _quick(path: str, steps: Sequence[Step], files: Files, budget: Budget) -> Fi
         before = known
         changed = False
         if step.applies:
-            finding, changed = _apply(step.action, state, path, where, convert)
+            finding, changed = _apply(step.action, state, path, where, convert, files)
             if finding is not None:
                 return finding
         if not step.recorded:
@@ -640,7 +679,7 @@ def _exact(path: str, steps: Sequence[Step], files: Files, budget: Budget) -> Fi
         before = state.sha
         where = _where(step.action)
         if step.applies:
-            finding, _ = _apply(step.action, state, path, where, convert)
+            finding, _ = _apply(step.action, state, path, where, convert, files)
             if finding is not None:
                 return finding
             last = step.action
@@ -748,11 +787,13 @@ def split_lines(data: bytes) -> list[bytes]:
 
 
 def _apply(
-    action: Action, state: _State, path: str, where: str, convert: bool
+    action: Action, state: _State, path: str, where: str, convert: bool, files: Files
 ) -> tuple[Finding | None, bool]:
     """Apply `action` to `state`: a finding when its request cannot apply to these bytes,
     and whether the bytes changed."""
     params = action.params
+    if action.match is not None and not action.bounded:
+        return _apply_matched(action, state, path, where, convert, files)
     if action.kind is ActionKind.DELETE:
         existed = state.exists
         state.set(None)
@@ -778,6 +819,43 @@ def _apply(
     state.budget.spend(len(data))
     state.set(data.replace(old, new, 1))
     return None, True
+
+
+def _apply_matched(
+    action: Action, state: _State, path: str, where: str, convert: bool, files: Files
+) -> tuple[Finding | None, bool]:
+    """A write or a replace by text under the harness's own rules (`editmatch`)."""
+    params = action.params
+    before = state.data if state.exists else None
+    state.budget.spend(3 * (state.size + 1))  # decoded, matched, encoded
+    if action.kind is ActionKind.WRITE:
+        applied = editmatch.write_bytes(before, str(params["content"]), files.model)
+    else:
+        applied = editmatch.replace_bytes(
+            before,
+            str(params["old_text"]),
+            str(params["new_text"]),
+            params.get("allow_multiple") is True,
+        )
+    if applied.data is None:
+        problem = f"gives an edit {action.match} refuses: {applied.error}"
+        old = str(params.get("old_text", ""))
+        return _mismatch_expected(path, where, problem, old, "refused"), False
+    data = applied.data.replace(b"\r\n", b"\n") if convert else applied.data
+    if applied.tolerance is not None:
+        files.tolerated.setdefault(
+            (action.call.call_id, path),
+            Finding(
+                applied.code,
+                f"{path}: {where}: {applied.tolerance}",
+                path=path,
+                expected="the model's request applied as given",
+                found=applied.strategy,
+            ),
+        )
+    same = before == data
+    state.set(data)
+    return None, not same
 
 
 def _replace_lines(

@@ -89,6 +89,9 @@ class FunctionSpec:
     line_base: int = 1
     end_inclusive: bool = True
     permission: Permission | None = None
+    # The harness's own rules for applying the call (`verifier.checks.editmatch.MATCHERS`):
+    # None is the contract's literal ones (a replace by text matches exactly once).
+    match: str | None = None
 
     def __post_init__(self) -> None:
         # A spec built with `args` alone: each parameter has that one name.
@@ -134,6 +137,8 @@ class Action:
     permission: Permission | None = None
     # The call's arguments the profile does not declare (kept in `call.args`).
     extra: tuple[str, ...] = ()
+    # The function's matching rules (`FunctionSpec.match`).
+    match: str | None = None
 
     @property
     def path(self) -> str | None:
@@ -198,7 +203,7 @@ class Profile:
             problems += _replace_problems(params)
         known = spec.external
         extra = tuple(k for k in args if k not in known)
-        return Action(spec.action, params, call, tuple(problems), spec.needs, extra)
+        return Action(spec.action, params, call, tuple(problems), spec.needs, extra, spec.match)
 
 
 def _typed(value: Any, types: tuple[str, ...]) -> tuple[Any, str | None]:
@@ -307,7 +312,11 @@ def _response(data: Mapping[str, Any], name: str) -> ResponseRule:
     return ResponseRule(**{**rule.__dict__, **values})
 
 
+# The matching rules a function may declare (`verifier.checks.editmatch.MATCHERS`, which
+# the profiles cannot import: the checks are a layer above).
+MATCHERS = ("gemini-cli-0.61",)
 _FUNCTION_KEYS = {
+    "match",
     "action",
     "args",
     "required",
@@ -376,6 +385,11 @@ def _functions(data: Mapping[str, Any], name: str) -> dict[str, FunctionSpec]:
                 raise ConfigError(
                     f"{where}.permission: expected one of {[p.value for p in Permission]}"
                 ) from None
+        match = spec.get("match")
+        if match is not None and match not in MATCHERS:
+            raise ConfigError(f"{where}.match: expected one of {list(MATCHERS)}")
+        if match is not None and kind not in (ActionKind.REPLACE, ActionKind.WRITE):
+            raise ConfigError(f"{where}.match: only a replace or a write has matching rules")
         functions[fname] = FunctionSpec(
             kind,
             {ours: names[0] for ours, names in aliases.items()},
@@ -385,5 +399,6 @@ def _functions(data: Mapping[str, Any], name: str) -> dict[str, FunctionSpec]:
             base,
             inclusive,
             permission,
+            match,
         )
     return functions
