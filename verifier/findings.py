@@ -3,21 +3,27 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from audit.findings import Finding
 from verifier.moments import utc_text
 
 __all__ = [
+    "DECIDING_RANK",
     "MAX_FINDINGS_PER_CODE",
+    "OTHER_RANK",
     "CheckResult",
     "CheckStatus",
     "DeliveryStatus",
     "Finding",
     "cap_findings",
     "decide",
+    "deciding_finding",
+    "deciding_order",
+    "deciding_rank",
 ]
 
 # Findings of one code kept per check; the last one kept counts the rest.
@@ -115,6 +121,43 @@ def decide(results: list[CheckResult]) -> DeliveryStatus:
     return DeliveryStatus.INCONCLUSIVE
 
 
+# Which check's findings decided a verdict: a failure's before an error's (as `decide`
+# rules), then any other's. The store's SQL ranks check statuses with this same table.
+DECIDING_RANK = {CheckStatus.FAIL.value: 0, CheckStatus.ERROR.value: 1}
+OTHER_RANK = 2
+
+T = TypeVar("T")
+
+
+def deciding_rank(status: str) -> int:
+    """0 for a check that failed, 1 for one in error, 2 for any other."""
+    return DECIDING_RANK.get(str(status), OTHER_RANK)
+
+
+def deciding_order(checks: Iterable[tuple[str, Sequence[T]]]) -> list[T]:
+    """The findings of (status, findings) pairs given in check order, those that decide
+    first: every failed check's, then every erring check's, then the rest (stable)."""
+    ranked = sorted(enumerate(checks), key=lambda item: (deciding_rank(item[1][0]), item[0]))
+    return [finding for _, (_, findings) in ranked for finding in findings]
+
+
+def deciding_finding(checks: Iterable[tuple[str, Sequence[T]]]) -> T | None:
+    """The finding that decided the verdict: the first finding of the first check that
+    failed, else of the first check in error, else the first finding of any check.
+
+    "First finding" everywhere (``list``, the dashboard, the gate, notifications) is
+    this one: an infrastructure error of one check never stands in for the failure of
+    another that made the session not delivered.
+    """
+    best: T | None = None
+    best_rank = OTHER_RANK + 1
+    for status, findings in checks:
+        rank = deciding_rank(status)
+        if findings and rank < best_rank:
+            best, best_rank = findings[0], rank
+    return best
+
+
 @dataclass(frozen=True)
 class Verification:
     """One verification run of one session: the verdict beside the agent's own status."""
@@ -131,10 +174,8 @@ class Verification:
 
     @property
     def first_finding(self) -> Finding | None:
-        for result in self.checks.values():
-            if result.findings:
-                return result.findings[0]
-        return None
+        """The finding that decided the verdict (`deciding_finding`)."""
+        return deciding_finding((r.status.value, r.findings) for r in self.checks.values())
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--format json`` object; also what the store and bundles keep."""

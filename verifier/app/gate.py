@@ -42,7 +42,7 @@ from urllib.parse import quote
 from verifier.app import Notice
 from verifier.config import Config, mask_url
 from verifier.errors import ConfigError, InfrastructureError, SourceUnavailable, VerifierError
-from verifier.findings import Finding
+from verifier.findings import Finding, deciding_order
 
 if TYPE_CHECKING:  # SQLAlchemy and httpx load only when a source is made
     import httpx
@@ -687,9 +687,11 @@ def session_from_api(body: dict[str, Any], *, with_findings: bool) -> GateSessio
             )
         findings: list[Finding] = []
         if with_findings:
-            for check in (body.get("checks") or {}).values():
-                for item in check.get("findings", []):
-                    findings.append(
+            # The deciding finding first, as the store gives them (`deciding_order`).
+            findings = deciding_order(
+                (
+                    str(check.get("status", "")),
+                    [
                         Finding(
                             str(item["code"]),
                             str(item.get("message", "")),
@@ -697,7 +699,11 @@ def session_from_api(body: dict[str, Any], *, with_findings: bool) -> GateSessio
                             item.get("expected"),
                             item.get("found"),
                         )
-                    )
+                        for item in check.get("findings", [])
+                    ],
+                )
+                for check in (body.get("checks") or {}).values()
+            )
         ended = body.get("ended_at")
         run_id = body.get("verdict_run_id") or body.get("latest_run_id")
         return GateSession(

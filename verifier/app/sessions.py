@@ -88,8 +88,9 @@ class SessionView:
 
     @property
     def first_finding(self) -> Finding | None:
+        """The finding that decided the shown run's verdict (`findings.deciding_finding`)."""
         run = self.shown_run
-        return run.findings[0] if run is not None and run.findings else None
+        return None if run is None else run.deciding_finding
 
     def to_dict(self) -> dict[str, Any]:
         """The session whole (``show --format json``): every column of its row, then the

@@ -24,12 +24,30 @@ from datetime import UTC, date, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ColumnElement, Connection, Engine, Select, and_, func, insert, or_, select
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Engine,
+    Select,
+    and_,
+    case,
+    func,
+    insert,
+    or_,
+    select,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from verifier.errors import BadRequest, LostJob, NotFound, ReportPruned, SessionConflict
-from verifier.findings import CheckStatus, DeliveryStatus, Finding, Verification
+from verifier.findings import (
+    DECIDING_RANK,
+    OTHER_RANK,
+    CheckStatus,
+    DeliveryStatus,
+    Finding,
+    Verification,
+)
 from verifier.store import stats as counting
 from verifier.store.engine import at_head, make_engine, reachable
 from verifier.store.models import (
@@ -406,17 +424,12 @@ class Store:
                             select(RunModel.id, RunModel.finished_at).where(RunModel.id.in_(shown))
                         )
                     }
-                    # The first finding of each run, in the order `_run_row` gives:
-                    # by the check's position, then the finding's (one row per run).
+                    # The finding that decided each run (`findings.deciding_finding`): a
+                    # failed check's before an erring one's, then by the check's position
+                    # and the finding's (one row per run).
                     rank = (
                         func.row_number()
-                        .over(
-                            partition_by=FindingModel.run_id,
-                            order_by=(
-                                func.coalesce(CheckResultModel.ordinal, 0),
-                                FindingModel.ordinal,
-                            ),
-                        )
+                        .over(partition_by=FindingModel.run_id, order_by=_deciding_order())
                         .label("rank")
                     )
                     ranked = (
@@ -453,8 +466,10 @@ class Store:
             position = (rows[-1].ended_at, rows[-1].session_id)
 
     def findings_of(self, run_ids: Collection[int]) -> dict[int, tuple[Finding, ...]]:
-        """The findings of each of `run_ids`, in the order `runs` gives them (by the
-        check's position, then the finding's); a run without findings is left out."""
+        """The findings of each of `run_ids`, those that decide first
+        (`findings.deciding_order`: a failed check's, then an erring one's, then the
+        rest, each by the check's position, then the finding's), so the first is the
+        deciding finding; a run without findings is left out."""
         found: dict[int, list[Finding]] = {}
         ids = sorted(set(run_ids))
         with self.transaction() as session:
@@ -478,11 +493,7 @@ class Store:
                         isouter=True,
                     )
                     .where(FindingModel.run_id.in_(ids[start : start + MAX_PAGE]))
-                    .order_by(
-                        FindingModel.run_id,
-                        func.coalesce(CheckResultModel.ordinal, 0),
-                        FindingModel.ordinal,
-                    )
+                    .order_by(FindingModel.run_id, *_deciding_order())
                 )
                 for run_id, code, message, path, expected, got in connection.execute(query):
                     found.setdefault(run_id, []).append(Finding(code, message, path, expected, got))
@@ -829,4 +840,14 @@ def _run_row(run: RunModel, checks: list[CheckResultModel], findings: list[Findi
         findings=tuple(Finding(f.code, f.message, f.path, f.expected, f.found) for f in findings),
         reason=run.reason,
         worker=run.worker,
+    )
+
+
+def _deciding_order() -> tuple[Any, ...]:
+    """The SQL order of a run's findings that puts the deciding one first: the rank of its
+    check's status (`findings.DECIDING_RANK`), the check's position, the finding's."""
+    return (
+        case(DECIDING_RANK, value=CheckResultModel.status, else_=OTHER_RANK),
+        func.coalesce(CheckResultModel.ordinal, 0),
+        FindingModel.ordinal,
     )

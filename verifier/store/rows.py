@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from verifier.errors import BadRequest
-from verifier.findings import CheckStatus, DeliveryStatus, Finding
+from verifier.findings import CheckStatus, DeliveryStatus, Finding, deciding_finding
 
 # The most sessions one page of `Store.find_sessions` holds, and the batch the store
 # reads in (`Store.session_lines`, `Store.findings_of`).
@@ -80,6 +80,24 @@ class RunRow:
     # Why it ran (cli, ingest, reverify, retry, recheck), and the worker that ran it.
     reason: str | None = None
     worker: str | None = None
+
+    @property
+    def deciding_finding(self) -> Finding | None:
+        """The finding that decided this run's verdict (`verifier.findings.deciding_finding`):
+        a failed check's before an erring one's."""
+        checks = self.result.get("checks", {})
+        found = deciding_finding(
+            (str(check.get("status", "")), check.get("findings", [])) for check in checks.values()
+        )
+        if not isinstance(found, dict):
+            return None
+        return Finding(
+            str(found.get("code", "")),
+            str(found.get("message", "")),
+            found.get("path"),
+            found.get("expected"),
+            found.get("found"),
+        )
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from verifier.contract.profiles import Profile, load_profile
 from verifier.contract.report import CANONICAL_STATUSES, parse_report
 from verifier.contract.trajectory import ToolCall
 from verifier.errors import BadRequest, ConfigError, InvalidReport, ReportPruned
+from verifier.findings import deciding_finding
 from verifier.service.dashboard.chart import Point
 from verifier.store import Counts, Listed, RunRow, SessionFilter, Store
 from verifier.store.overrides import OverrideRow, overrides
@@ -225,13 +226,15 @@ def _start(day: date) -> datetime:
 
 
 def first_finding(run: RunRow | None) -> Mapping[str, Any] | None:
-    """The first finding of a run, in check order, as stored."""
+    """The finding that decided a run's verdict (`findings.deciding_finding`: a failed
+    check's before an erring one's), as stored, with its check's name."""
     if run is None:
         return None
-    for name, check in run.result.get("checks", {}).items():
-        for finding in check.get("findings", []):
-            return {"check": name, **finding}
-    return None
+    found = deciding_finding(
+        (str(check.get("status", "")), [{"check": name, **f} for f in check.get("findings", [])])
+        for name, check in run.result.get("checks", {}).items()
+    )
+    return found
 
 
 # -- the list of sessions -----------------------------------------------------------------
