@@ -1,53 +1,76 @@
-"""What the service's probes and metrics read: a few aggregates and the schema revision.
+"""What the service's probes and metrics read: the stats aggregate, the runs, and the schema
+revision.
 
 Read from the database at each scrape rather than counted in memory, so that
 the figures are right however many processes ingest and verify. The session
-counts come from the `session_counts` aggregate (a few thousand rows whatever
-the number of sessions); verdicts are counted over the runs, which are only
-ever appended to, so the count never goes down.
+counts are the ones ``GET /v1/stats`` answers, read by the same function
+(`verifier.store.stats.stats`, from the `session_counts` aggregate: a few
+thousand rows whatever the number of sessions), in all and by agent, model and
+repository, in one transaction; runs are counted over the runs, which are only
+ever appended to, so that count never goes down.
 """
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sqlalchemy import func, inspect, select, text
+from sqlalchemy.orm import Session
 
-from verifier.store.models import RunModel, SessionCountModel
+from verifier.store import stats as counting
+from verifier.store.models import RunModel
+from verifier.store.rows import Counts, Group
 
 if TYPE_CHECKING:
     from verifier.store.db import Store
 
+# The dimensions a session is counted in besides "all" (`verifier.store.stats.count_rows`).
+DIMENSIONS = ("agent", "model", "repo")
+
 
 @dataclass(frozen=True)
 class Tallies:
-    """Sessions by done (True/False) and by current delivery status; runs by verdict."""
+    """The sessions' counts in all (`totals`) and by agent, model and repository (`by`,
+    the groups of ``/v1/stats?group_by=...``), and the runs by verdict."""
 
-    sessions_by_done: dict[bool, int]
-    sessions_by_status: dict[str, int]
+    totals: Counts
+    by: dict[str, list[Group]]
     runs_by_verdict: dict[str, int]
+
+    @property
+    def sessions_by_done(self) -> dict[bool, int]:
+        """Sessions by whether their agent said done."""
+        return {True: self.totals.done, False: self.totals.total - self.totals.done}
+
+    @property
+    def sessions_by_status(self) -> dict[str, int]:
+        """Sessions by current delivery status."""
+        t = self.totals
+        return {
+            "pending": t.pending,
+            "delivered": t.delivered,
+            "not_delivered": t.not_delivered,
+            "inconclusive": t.inconclusive,
+        }
 
 
 def tallies(store: Store) -> Tallies:
     """The counts `/metrics` exposes, read in one transaction."""
-    counts = func.coalesce(func.sum(SessionCountModel.sessions), 0)
     with store.transaction() as session:
-        every = SessionCountModel.dimension == "all"  # each session counted once
-        by_done = session.execute(
-            select(SessionCountModel.done, counts).where(every).group_by(SessionCountModel.done)
-        ).all()
-        by_status = session.execute(
-            select(SessionCountModel.delivery_status, counts)
-            .where(every)
-            .group_by(SessionCountModel.delivery_status)
-        ).all()
+
+        def same() -> AbstractContextManager[Session]:
+            return nullcontext(session)  # every read in this one transaction
+
+        totals = counting.stats(same).totals
+        by = {d: counting.stats(same, group_by=d).groups for d in DIMENSIONS}
         verdicts = session.execute(
             select(RunModel.delivery_status, func.count()).group_by(RunModel.delivery_status)
         ).all()
     return Tallies(
-        sessions_by_done={bool(done): int(n) for done, n in by_done},
-        sessions_by_status={status: int(n) for status, n in by_status},
+        totals=totals,
+        by=by,
         runs_by_verdict={status: int(n) for status, n in verdicts},
     )
 
