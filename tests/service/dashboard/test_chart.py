@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from verifier.service.dashboard.chart import HEIGHT, Point, rate_chart
+from verifier.service.dashboard.chart import HEIGHT, MAX_SERIES, Point, Series, rate_chart
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -59,3 +59,34 @@ def test_long_ranges_keep_at_most_a_few_labels_and_always_the_last() -> None:
     svg = parse(points)
     labels = [t.text for t in svg.iter(f"{SVG}text") if (t.text or "").startswith("day")]
     assert labels[0] == "day0" and labels[-1] == "day59" and len(labels) <= 8
+
+
+def test_bars_under_the_rates_show_how_many_sessions_each_period_holds() -> None:
+    points = [
+        Point("d1", 1.0, 0.5, 2, 1),
+        Point("d2", None, None, 0, 0),
+        Point("d3", 1.0, 1.0, 8, 0),
+    ]
+    svg = parse(points)
+    bars = [r for r in svg.iter(f"{SVG}rect") if r.get("class") == "bar"]
+    # No bar for a period without a session; the busiest period's bar is the tallest.
+    assert [b.findtext(f"{SVG}title") for b in bars] == [
+        "d1: 2 sessions, 1 silent failures",
+        "d3: 8 sessions, 0 silent failures",
+    ]
+    heights = [float(b.get("height") or 0) for b in bars]
+    assert heights[1] == 4 * heights[0]
+    # The bars stand below the rates' plot: the lowest rate dot is above every bar.
+    lowest_dot = max(float(c.get("cy") or 0) for c in svg.iter(f"{SVG}circle"))
+    assert all(float(b.get("y") or 0) > lowest_dot for b in bars)
+
+
+def test_series_draw_one_delivered_line_each_instead_of_the_overall_two() -> None:
+    points = [Point(f"d{i}", 0.5, 0.5, 2, 0) for i in range(3)]
+    series = [Series(f"agent-{n}", (1.0, 0.5, None), (1, 2, 0)) for n in range(MAX_SERIES + 2)]
+    svg = ET.fromstring(str(rate_chart(points, title="t", series=series)))
+    lines = [line.get("class") for line in svg.iter(f"{SVG}polyline")]
+    assert lines == [f"line series s{n}" for n in range(MAX_SERIES)]
+    titles = [c.findtext(f"{SVG}title") for c in svg.iter(f"{SVG}circle")]
+    assert "d1: agent-0 delivered rate 50.0 % (2 sessions)" in titles
+    assert not any("done rate" in (t or "") for t in titles)

@@ -13,7 +13,7 @@ own stylesheet.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, urlencode
@@ -198,13 +198,21 @@ async def overview(request: Request) -> Response:
     except BadRequest as exc:
         return _page("error.html", 400, title="Bad request", problem=str(exc), token=viewer)
     period = "week" if page.period == "week" else "day"
-    chart = rate_chart(
-        page.points, title=f"Delivered rate and done rate by {period}, among conclusive sessions"
-    )
+    if page.series is None:
+        title = f"Delivered rate and done rate by {period}, among conclusive sessions"
+    else:
+        title = f"Delivered rate by {period} of each {filters.lines}, among conclusive sessions"
+    title += ", over the number of sessions"
+    chart = rate_chart(page.points, title=title, series=page.series)
 
     def link(**changes: Any) -> str:
         return "/?" + urlencode(filters.query(**changes))
 
+    today = datetime.now(UTC).date()
+    presets = [
+        (label, today - timedelta(days=days - 1), today)
+        for label, days in (("today", 1), ("7 d", 7), ("30 d", 30))
+    ]
     return _page(
         "overview.html",
         title="Delivery",
@@ -212,6 +220,8 @@ async def overview(request: Request) -> Response:
         filters=filters,
         chart=chart,
         link=link,
+        presets=presets,
+        sessions_link=lambda query: "/sessions?" + urlencode(query),
         token=viewer,
     )
 

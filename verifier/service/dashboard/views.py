@@ -21,11 +21,13 @@ from verifier.contract.report import CANONICAL_STATUSES, parse_report
 from verifier.contract.trajectory import ToolCall
 from verifier.errors import BadRequest, ConfigError, InvalidReport, ReportPruned
 from verifier.findings import deciding_finding
-from verifier.service.dashboard.chart import Point
-from verifier.store import Counts, Listed, RunRow, SessionFilter, Store
+from verifier.service.dashboard.chart import MAX_SERIES, Point, Series
+from verifier.store import Counts, FailureReason, Listed, RunRow, SessionFilter, Store
 from verifier.store.overrides import OverrideRow, overrides
 
 DIMENSIONS = ("agent", "model", "repo")
+# The chart draws one line per agent or per model on demand (`lines=`).
+LINES = ("agent", "model")
 SORT_KEYS = (
     "key",
     "total",
@@ -59,6 +61,7 @@ class Filters:
     sort: str = "total"
     desc: bool = True
     cursor: str | None = None
+    lines: str | None = None
 
     @classmethod
     def parse(cls, query: Mapping[str, str]) -> Filters:
@@ -72,6 +75,9 @@ class Filters:
         order = query.get("dir") or "desc"
         if order not in ("asc", "desc"):
             raise BadRequest("dir", f"got {order!r}, expected asc or desc")
+        lines = query.get("lines") or None
+        if lines is not None and lines not in LINES:
+            raise BadRequest("lines", f"got {lines!r}, expected one of {', '.join(LINES)}")
         filters = cls(
             day_from=_day(query, "from"),
             day_to=_day(query, "to"),
@@ -82,6 +88,7 @@ class Filters:
             sort=sort,
             desc=order == "desc",
             cursor=query.get("cursor") or None,
+            lines=lines,
         )
         if filters.day_from and filters.day_to and filters.day_from > filters.day_to:
             raise BadRequest("from", f"got {filters.day_from}, expected a day on or before to")
@@ -98,6 +105,7 @@ class Filters:
             "by": None if self.by == "agent" else self.by,
             "sort": None if self.sort == "total" else self.sort,
             "dir": None if self.desc else "asc",
+            "lines": self.lines,
         }
         values.update(changes)
         return {k: str(v) for k, v in values.items() if v is not None}
@@ -133,6 +141,15 @@ class Silent:
 
 
 @dataclass(frozen=True)
+class Reason:
+    """A row of "why sessions fail", with the query of the list it counts."""
+
+    reason: FailureReason
+    share: float
+    query: dict[str, str]
+
+
+@dataclass(frozen=True)
 class Overview:
     filters: Filters
     totals: Counts
@@ -142,6 +159,9 @@ class Overview:
     silent: list[Silent]
     next_cursor: str | None
     choices: dict[str, list[str]]
+    series: list[Series] | None
+    series_left_out: int
+    reasons: list[Reason]
 
 
 def overview(store: Store, filters: Filters) -> Overview:
@@ -165,6 +185,7 @@ def overview(store: Store, filters: Filters) -> Overview:
             first -= timedelta(days=first.weekday())
             last = min(last, date.fromisoformat(groups[-1].key))
         points = _points(first, last, step, {g.key: g.counts for g in groups})
+    series, left_out = _series(store, filters, period, points)
     table = store.stats(day_from=days[0], day_to=days[1], group_by=filters.by, **scope)
     rows = _sorted([Row(g.key, g.counts) for g in table.groups], filters.sort, filters.desc)
     silent, cursor = _silent(store, filters)
@@ -173,7 +194,69 @@ def overview(store: Store, filters: Filters) -> Overview:
     for dimension, chosen in scope.items():
         if chosen is not None and chosen not in choices[dimension]:
             choices[dimension].append(chosen)  # a shared URL's filter stays visible
-    return Overview(filters, daily.totals, points, period, rows, silent, cursor, choices)
+    reasons = _reasons(store, filters, daily.totals.not_delivered)
+    return Overview(
+        filters,
+        daily.totals,
+        points,
+        period,
+        rows,
+        silent,
+        cursor,
+        choices,
+        series,
+        left_out,
+        reasons,
+    )
+
+
+def _series(
+    store: Store, filters: Filters, period: str, points: list[Point]
+) -> tuple[list[Series] | None, int]:
+    """One delivered-rate line per agent or model (`filters.lines`), the busiest first,
+    at most `MAX_SERIES`, over the chart's periods; and how many were left out."""
+    if filters.lines is None:
+        return None, 0
+    scope = {"agent": filters.agent, "model": filters.model, "repo": filters.repo}
+    first, last = filters.day_from, filters.day_to
+    ranking = store.stats(day_from=first, day_to=last, group_by=filters.lines, **scope).groups
+    ranking.sort(key=lambda g: (-g.counts.total, g.key))
+    series = []
+    for group in ranking[:MAX_SERIES]:
+        one = {**scope, filters.lines: group.key}
+        counts = store.stats(day_from=first, day_to=last, group_by=period, **one)
+        by_period = {g.key: g.counts for g in counts.groups}
+        shown = [by_period.get(p.label, Counts()) for p in points]
+        series.append(
+            Series(
+                group.key,
+                tuple(c.delivered_rate for c in shown),
+                tuple(c.total for c in shown),
+            )
+        )
+    return series, max(0, len(ranking) - MAX_SERIES)
+
+
+def _reasons(store: Store, filters: Filters, not_delivered: int) -> list[Reason]:
+    """Why sessions fail: the not-delivered sessions of this view by check and finding
+    code, each with the query of the sessions list that shows them."""
+    view = ListFilters(
+        verdict="not_delivered",
+        agent=filters.agent,
+        model=filters.model,
+        repo=filters.repo,
+        day_from=filters.day_from,
+        day_to=filters.day_to,
+    )
+    rows = store.failure_reasons(view.store_filter(datetime.now(UTC)))
+    return [
+        Reason(
+            row,
+            row.sessions / not_delivered if not_delivered else 0.0,
+            view.query(check=row.check, code=row.code),
+        )
+        for row in rows
+    ]
 
 
 def _points(first: date, last: date, step: int, counts: Mapping[str, Counts]) -> list[Point]:
