@@ -119,6 +119,20 @@ def test_ingest_stores_each_report_and_says_what_became_of_the_others(tmp_path: 
     assert sessions.ingest(config, [str(good)]).exit_code == 0
 
 
+def test_ingest_of_a_report_naming_an_undeclared_task_stores_nothing_and_says_so(
+    tmp_path: Path,
+) -> None:
+    config = make_config(f"sqlite:///{tmp_path / 'store.sqlite3'}")
+    report = tmp_path / "task.json"
+    report.write_bytes(make_report_bytes("s-task", task_id="calc-404"))
+    done = sessions.ingest(config, [str(report)])
+    assert [(r.result, r.session_id) for r in done.reports] == [("unknown task", "")]
+    assert "'calc-404'" in done.reports[0].message
+    assert done.exit_code == 2
+    with Store.open(config.database_url) as store:
+        assert store.sessions() == []
+
+
 def test_an_override_stands_beside_the_computed_verdict(db_url: str) -> None:
     stored(db_url, "s1")
     with Store.open(db_url) as store:

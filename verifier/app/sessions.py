@@ -16,7 +16,7 @@ from typing import Any
 
 from verifier.app import Notice, pipeline
 from verifier.config import Config
-from verifier.errors import ConfigError, InvalidReport, NotFound, VerifierError
+from verifier.errors import ConfigError, InvalidReport, NotFound, UnknownTask, VerifierError
 from verifier.findings import DeliveryStatus, Finding
 from verifier.moments import utc_text
 from verifier.store import Counts, Listed, NoStore, RunRow, SessionRow, Store
@@ -180,7 +180,8 @@ class Ingested:
     """What became of one report given to `ingest`.
 
     `result` is ``stored``, ``already stored``, ``invalid`` (not a report, or not
-    readable) or ``conflict`` (its session id is stored with other bytes).
+    readable), ``unknown task`` (it names a task nobody declared: not stored) or
+    ``conflict`` (its session id is stored with other bytes).
     """
 
     report: str
@@ -190,7 +191,7 @@ class Ingested:
 
     @property
     def refused(self) -> bool:
-        return self.result in ("invalid", "conflict")
+        return self.result in ("invalid", "unknown task", "conflict")
 
     def to_dict(self) -> dict[str, str]:
         return {
@@ -234,6 +235,8 @@ def _ingest_one(store: Store, source: str, config: Config) -> Ingested:
         )
     except (ConfigError, InvalidReport) as exc:
         return Ingested(source, "invalid", message=str(exc))
+    except UnknownTask as exc:
+        return Ingested(source, "unknown task", message=str(exc))
     except VerifierError as exc:  # a session id stored with other bytes, above all
         return Ingested(source, "conflict", getattr(exc, "session_id", ""), str(exc))
     return Ingested(source, "stored" if created else "already stored", session.session_id)

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from verifier.store import Store
     from verifier.store.tasks import TaskRow
 
-Source = Literal["file", "store", "report"]
+Source = Literal["file", "store"]
 
 
 @dataclass(frozen=True)

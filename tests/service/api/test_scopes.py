@@ -25,6 +25,9 @@ ENDPOINTS = [
     ("GET", "/v1/export/sessions", "export", 200),
     ("POST", "/v1/sessions/s-known/trail", "ingest", 400),  # no entries: read before the key
     ("GET", "/v1/stats", "read", 200),
+    ("POST", "/v1/tasks", "admin", 201),
+    ("GET", "/v1/tasks", "read", 200),
+    ("GET", "/v1/tasks/t-known", "read", 200),
     ("GET", "/metrics", "read", 200),
     ("GET", "/v1/rejected", "admin", 200),
     ("GET", "/v1/rejected/1", "admin", 200),
@@ -61,12 +64,17 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient
             == 202
         )
         assert client.post("/v1/sessions", content=b"nope", headers=admin).status_code == 400
+        known = {"task_id": "t-known", "read_only": True}
+        assert client.post("/v1/tasks", json=known, headers=admin).status_code == 201
         yield client, secrets
 
 
 def call(client: TestClient, method: str, path: str, headers: dict[str, str]) -> int:
     # Every POST /v1/sessions is a new report, so an allowed one is always a 202.
     body = make_report_bytes(f"s-{new_token()[4:16]}") if path == "/v1/sessions" else None
+    if path == "/v1/tasks" and method == "POST":  # a new task each time: always a 201
+        body = f'{{"task_id": "t-{new_token()[4:16]}", "read_only": true}}'.encode()
+        headers = {**headers, "Content-Type": "application/json"}
     if path.endswith("/override"):
         body = b'{"status": "cleared", "reason": "scopes"}'
         headers = {**headers, "Content-Type": "application/json"}

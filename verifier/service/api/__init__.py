@@ -27,7 +27,7 @@ from verifier import __version__
 from verifier.config import Config
 from verifier.service.api import errors, openapi
 from verifier.service.api.deps import ServiceState
-from verifier.service.api.routers import admin, operations, reports, sessions
+from verifier.service.api.routers import admin, operations, reports, sessions, tasks
 from verifier.service.dashboard import router as dashboard
 from verifier.service.metrics import Metrics
 from verifier.store import Store
@@ -61,7 +61,7 @@ def create_app(config: Config, queue: Queue | None = None) -> FastAPI:
     )
     errors.install(app)
     # The order of the routers is the order of the paths in the document.
-    for group in (sessions, reports, admin, operations):
+    for group in (sessions, tasks, reports, admin, operations):
         app.include_router(group.router)
     app.include_router(dashboard)
     app.openapi = lambda: openapi.document(app)  # type: ignore[method-assign]

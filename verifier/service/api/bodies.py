@@ -268,3 +268,54 @@ class Ready(_Open):
 
 class NotReady(ErrorBody):
     checks: dict[str, str]
+
+
+# -- tasks (docs/tasks.md) -----------------------------------------------------------
+
+TaskId = Annotated[str, Path(max_length=128, pattern=NO_NUL)]
+TestIds = Annotated[list[Annotated[str, Field(pattern=NO_NUL)]], Field(max_length=10_000)]
+
+
+class TaskRequest(BaseModel):
+    """A task to declare; the same rules hold it as in the tasks file (docs/tasks.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_id: str = Field(
+        description="1 to 128 characters of A-Z a-z 0-9 . _ : -, as a report's task_id names it."
+    )
+    repository: str | None = Field(
+        default=None, description="The repository (repo.name) it is for; null: any."
+    )
+    fail_to_pass: TestIds = Field(
+        default_factory=list,
+        description="Acceptance tests, in the runner's notation: each must fail at the base "
+        "and pass at the head.",
+    )
+    pass_to_pass: TestIds = Field(default_factory=list, description="Tests that must keep passing.")
+    read_only: bool = Field(default=False, description="The task asks for no change.")
+    replace: bool = Field(
+        default=False, description="Replace a task stored under this id with other tests."
+    )
+
+
+class TaskBody(_Open):
+    __qualname__ = "Task"
+    model_config = _published("Task")
+
+    task_id: str
+    repository: str | None
+    fail_to_pass: list[str]
+    pass_to_pass: list[str]
+    read_only: bool
+    source: Literal["file", "store"] = Field(
+        description="file: the tasks file, which wins; store: declared through this API "
+        "or `verifier task add`."
+    )
+    path: str | None = Field(description="The tasks file it was read from.")
+    added_at: str | None = Field(description="When it was stored (UTC).")
+    added_by: str | None = Field(description="Who stored it (the token's name).")
+
+
+class TaskPage(_Open):
+    tasks: list[TaskBody]

@@ -1,7 +1,8 @@
 """The OpenAPI document: FastAPI's, with the report's own JSON Schema as the submit body.
 
 Parameters that do not validate answer our 400 in the error shape, so FastAPI's 422
-and its validation schemas leave the document.
+and its validation schemas leave the document; a 422 a route declares itself (a report
+naming an unknown task) stays.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ def document(app: FastAPI) -> dict[str, Any]:
         for operation in operations.values():
             # Parameters that do not validate are our 400 in the error shape, not FastAPI's 422.
             responses = operation.get("responses", {})
-            if responses.pop("422", None) is not None:
+            if _is_fastapis(responses.get("422")):
+                responses.pop("422")
                 responses.setdefault("400", _ERROR_RESPONSE)
     for unused in ("HTTPValidationError", "ValidationError"):
         schemas.pop(unused, None)
@@ -42,6 +44,15 @@ def document(app: FastAPI) -> dict[str, Any]:
         schemas[f"SessionReport{name}"] = _rebase(schema)
     app.openapi_schema = document
     return document
+
+
+def _is_fastapis(response: Any) -> bool:
+    """FastAPI's own 422 (its validation error body), not one a route declares (a report
+    naming an unknown task answers 422 in our error shape)."""
+    if not isinstance(response, dict):
+        return False
+    schema = response.get("content", {}).get("application/json", {}).get("schema", {})
+    return schema.get("$ref") == "#/components/schemas/HTTPValidationError"
 
 
 _ERROR_RESPONSE = {

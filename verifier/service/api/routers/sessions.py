@@ -14,6 +14,7 @@ from verifier.service.api import calls, views
 from verifier.service.api.bodies import (
     MAX_PAGE,
     Accepted,
+    ErrorBody,
     OverrideRequest,
     Reverify,
     SessionDetail,
@@ -37,6 +38,11 @@ router = APIRouter()
     responses={
         200: {"model": SessionDetail, "description": "Already stored with these bytes."},
         **responses(400, 401, 403, 409, 413),
+        422: {
+            "model": ErrorBody,
+            "description": "The report names a task (task_id) the operator has not declared, "
+            "or declared for another repository (unknown_task): nothing is stored.",
+        },
     },
     openapi_extra={
         "requestBody": {
@@ -50,7 +56,8 @@ router = APIRouter()
 )
 async def post_session(request: Request, token: Ingest, service: Service) -> Response:
     """Store a report and queue its verification: 202 when new, 200 when already stored
-    with these bytes, 409 when its session id is stored with other bytes."""
+    with these bytes, 409 when its session id is stored with other bytes, 422 when it
+    names a task nobody declared."""
     limit = service.config.max_report_bytes
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
