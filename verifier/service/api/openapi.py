@@ -52,7 +52,7 @@ def _is_fastapis(response: Any) -> bool:
     if not isinstance(response, dict):
         return False
     schema = response.get("content", {}).get("application/json", {}).get("schema", {})
-    return schema.get("$ref") == "#/components/schemas/HTTPValidationError"
+    return bool(schema.get("$ref") == "#/components/schemas/HTTPValidationError")
 
 
 _ERROR_RESPONSE = {
