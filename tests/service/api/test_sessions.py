@@ -545,6 +545,11 @@ def test_the_openapi_document_describes_the_report_body_and_every_error(
     for path, operations in document["paths"].items():
         for method, operation in operations.items():
             codes = set(operation["responses"])
-            assert "422" not in codes, (method, path)
+            # FastAPI's own 422 never appears: parameters that do not validate are our 400.
+            # The one 422 is a report naming a task nobody declared, in our error shape.
+            if "422" in codes:
+                assert (method, path) == ("post", "/v1/sessions")
+                declared = operation["responses"]["422"]["content"]["application/json"]
+                assert declared["schema"] == {"$ref": "#/components/schemas/ErrorBody"}
             if operation.get("security"):
                 assert {"401", "403"} <= codes, (method, path)
