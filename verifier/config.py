@@ -149,6 +149,14 @@ def _paths(value: Any) -> Any:
 Paths = Annotated[tuple[Path, ...], BeforeValidator(_paths)]
 
 
+def _test_ids(value: Any) -> Any:
+    if not isinstance(value, list | tuple) or not all(
+        isinstance(v, str) and v and v == v.strip() for v in value
+    ):
+        raise ValueError(f"expected a list of test ids (pytest node ids), got {value!r}")
+    return tuple(value)
+
+
 @dataclass(frozen=True, config=_STRICT)
 class SandboxLimits:
     """What one test run may use (docs/security.md): generous for honest suites.
@@ -225,6 +233,16 @@ class RepositoryConfig:
     # operator declared nothing about is then delivered); off: only the operator's task
     # can make a task read-only.
     allow_read_only_claims: bool = Field(default=False, strict=True)
+    # "head": only the head is tested (every test must pass); "differential": the base is
+    # tested too (once per base tree, cached) and each test classified: broken tests fail,
+    # tests still failing as at a trusted_ref base are notes (docs/verdicts.md). A task with
+    # acceptance tests always runs the base.
+    baseline: Literal["head", "differential"] = "head"
+    # A test that fails is run again, by its id, this many more times, each on a fresh copy
+    # (pytest through our entry): failing, then passing is tests.flaky (inconclusive).
+    flaky_reruns: NonNegativeInt = 2
+    # Tests known to be flaky, by id (pytest node ids): their outcome is reported, not judged.
+    known_flaky: Annotated[tuple[str, ...], BeforeValidator(_test_ids)] = ()
 
     @model_validator(mode="after")
     def _one_interpreter(self) -> RepositoryConfig:

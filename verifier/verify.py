@@ -163,12 +163,18 @@ def _context(
 def deadline_s(check: Check, context: Context) -> float:
     """Seconds `check` may take: its ``check_deadlines`` entry, else ``check_deadline``;
     for a check that launches long work (the test run, which has its own timeout), the
-    test timeout plus ``check_deadline``."""
+    test timeout for each run it may make plus ``check_deadline``: the head's and its
+    ``flaky_reruns``, and as many at the base under a differential run (the base's first
+    run goes beside the head's)."""
     config = context.config
     if check.name in config.check_deadlines:
         return config.check_deadlines[check.name]
     if check.launches:
-        return context.test_timeout_s + config.check_deadline_s
+        runs = 1 + context.repo.flaky_reruns
+        task = context.task
+        if context.repo.baseline == "differential" or (task is not None and task.has_acceptance):
+            runs += context.repo.flaky_reruns
+        return context.test_timeout_s * runs + config.check_deadline_s
     return config.check_deadline_s
 
 

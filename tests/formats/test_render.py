@@ -322,3 +322,39 @@ def test_the_demo_shows_each_verdict_the_rates_and_what_to_try() -> None:
     assert "s-1" in text and "delivered rate 100% (1 of 1)" in text
     assert "stored in d/v.sqlite3; try: verifier verify x" in text
     assert "the same view as a page: d/i.html" in text and "browse it live: b" in text
+
+
+CLASSIFIED = {
+    "classification": {
+        "counts": {
+            "fixed": 3,
+            "broken": 0,
+            "still_failing": 1,
+            "still_passing": 40,
+            "new": 0,
+            "removed": 0,
+        },
+        "tests": {"fixed": ["a", "b", "c"], "still_failing": ["d"]},
+    },
+    "exit_code": 1,
+    "counts": {"passed": 43, "failed": 1},
+}
+
+
+def test_a_differential_run_shows_one_line_of_what_the_change_did_to_the_tests() -> None:
+    tests = CheckResult("tests", CheckStatus.PASS, details=CLASSIFIED)
+    v = verification("tests", tests)
+    line = "classified: fixed 3, broken 0, still failing 1, still passing 40, new 0, removed 0"
+    assert line in render.verification_text(v, width=200)
+    data = json.loads(render.verification_json(v))
+    assert data["checks"]["tests"]["details"]["classification"]["counts"]["fixed"] == 3
+    # Stored, the session shows it under its verdict; a run without one shows no such line.
+    run = dataclasses.replace(
+        run_row(1, DeliveryStatus.DELIVERED), result=json.loads(render.verification_json(v))
+    )
+    assert line in render.session_text(SessionView.whole(session_row(), [run]), width=200)
+    plain = render.session_text(
+        SessionView.whole(session_row(), [run_row(1, DeliveryStatus.DELIVERED)]), width=200
+    )
+    assert "classified:" not in plain
+    assert render.classification_line({"classification": "garbled"}) == ""

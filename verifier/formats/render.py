@@ -161,6 +161,9 @@ def verification_text(v: Verification, stored: str | None = None, width: int | N
                     f"      [dim]expected[/dim] {esc(_short(finding.expected))}  "
                     f"[dim]found[/dim] {esc(_short(finding.found))}"
                 )
+        classified = classification_line(result.details)
+        if classified:
+            console.print(f"    {esc(classified)}")
         for note in result.notes:
             console.print(f"    [dim]note: {esc(note)}[/dim]")
         excerpt = result.details.get("output_excerpt")
@@ -172,6 +175,26 @@ def verification_text(v: Verification, stored: str | None = None, width: int | N
     if stored:
         console.print(f"  [dim]{esc(stored)}[/dim]")
     return out.getvalue()
+
+
+CLASSIFIED = (
+    ("fixed", "fixed"),
+    ("broken", "broken"),
+    ("still_failing", "still failing"),
+    ("still_passing", "still passing"),
+    ("new", "new"),
+    ("removed", "removed"),
+)
+
+
+def classification_line(details: Mapping[str, Any]) -> str:
+    """What the change did to the tests, from a tests check's details (a differential run):
+    ``classified: fixed 1, broken 0, still failing 1, ...``; empty without one."""
+    found = details.get("classification")
+    counts = found.get("counts") if isinstance(found, Mapping) else None
+    if not isinstance(counts, Mapping):
+        return ""
+    return "classified: " + ", ".join(f"{label} {counts.get(k, 0)}" for k, label in CLASSIFIED)
 
 
 def _short(value: str | None) -> str:
@@ -275,6 +298,12 @@ def session_text(view: SessionView, width: int | None = None) -> str:
     console.print(table)
     console.print(f"  verdict: {verdict_text(view.delivery_status)}")
     shown = view.shown_run
+    checks = shown.result.get("checks") if shown is not None else None
+    tests = checks.get("tests") if isinstance(checks, Mapping) else None
+    details = tests.get("details") if isinstance(tests, Mapping) else None
+    classified = classification_line(details) if isinstance(details, Mapping) else ""
+    if classified:
+        console.print(f"  tests {esc(classified)}")
     for finding in () if shown is None else shown.findings:
         console.print(f"  - [bold]{esc(finding.code)}[/bold] {esc(finding.message)}")
     _overrides_text(console, view)

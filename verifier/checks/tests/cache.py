@@ -81,13 +81,15 @@ def cache_key(
     *,
     watched: Sequence[str] = (),
     declared: Sequence[str] = (),
+    per_test: bool = False,
 ) -> str:
     """SHA-256 over what decides a test run's result: the tree tested (`tree_digest`),
     what the monitor is told of the session (`watched`: its changed files and data),
     the command as configured and as run, its timeout and how its results are read,
     the plugins loaded (the repository's, the distributions the base `declared`),
     the environment (interpreters, their installed packages, PATH, the platform),
-    the sandbox settings, and the verifier's version."""
+    the sandbox settings, the verifier's version, and whether each test's end is kept
+    (`per_test`)."""
     interpreter = argv[0] if argv else ""
     decided = {
         "tree": tree,
@@ -98,6 +100,8 @@ def cache_key(
         "results": [repository.results, list(repository.results_junit)],
         "pytest_plugins": repository.pytest_plugins,
         "declared_plugins": list(declared),
+        # A result kept with each test's end is not the same record as one without.
+        "per_test": per_test,
         "environment": {
             "python": interpreter,
             "python_resolved": os.path.realpath(interpreter) if interpreter else "",

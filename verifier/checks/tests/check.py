@@ -67,6 +67,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import partial
@@ -78,10 +79,21 @@ from verifier._internal.git import Git
 from verifier._internal.sandbox import runner
 from verifier._internal.sandbox.runner import RunnerNotFound, RunOutcome, SandboxUnavailable
 from verifier._internal.snapshot import SnapshotError, SnapshotInfo, materialize, temp_parent
-from verifier.checks.base import Context, HeadState, TestResultCache, object_corrupt
-from verifier.checks.tests import NAME, changed, compiled, judge, monitoring, results, runners
+from verifier.checks.base import Context, HeadState, Progress, TestResultCache, object_corrupt
+from verifier.checks.tests import (
+    NAME,
+    changed,
+    compiled,
+    flaky,
+    judge,
+    monitoring,
+    results,
+    runners,
+)
 from verifier.checks.tests.cache import Hit, cache_key, cached, keep, reused, tree_digest
 from verifier.checks.tests.declared import declared_distributions
+from verifier.checks.tests.differential import BASE_RUNS
+from verifier.checks.tests.differential import judge as differential_judge
 from verifier.checks.tests.hidden import hidden_paths
 from verifier.checks.tests.results import Channel
 from verifier.checks.tests.testinfra import BaseInfra, TestInfraError, use_base_test_infra
@@ -109,23 +121,50 @@ class TestsCheck:
             return CheckResult(
                 NAME, CheckStatus.SKIPPED, details={"reason": "no head state to test"}
             )
-        result = check(
+        task, repository = context.task, context.repo
+        differential = repository.baseline == "differential" or (
+            task is not None and task.has_acceptance
+        )
+        per_test = differential or (task is not None and bool(task.pass_to_pass))
+        at_head = partial(
+            check,
             context.repo_path,
             head.head_commit,
             context.test_command,
             context.test_timeout_s,
             context.config,
-            progress=context.progress,
             # In worktree mode the copy must hold the bytes the changes check hashed.
             expected_files=head.files if head.mode == "worktree" else None,
-            repository=context.repo,
+            repository=repository,
             cancel=context.cancel,
-            on_start=context.launched.set,
             base_commit=head.base_commit,
-            cache=context.test_cache,
             session_id=context.report.session_id,
             changed_paths=head.changed,
+            per_test=per_test,
         )
+        with ThreadPoolExecutor(1, thread_name_prefix="base") as pool:
+            # The base is tested beside the head (its result cached by its tree).
+            base = pool.submit(_base_run, context, head.base_commit) if differential else None
+            result = at_head(
+                progress=context.progress, on_start=context.launched.set, cache=context.test_cache
+            )
+            # A failed test run again on a fresh copy: a flake is told from a failure.
+            rerun = partial(_selected, at_head, context.progress, "at the head")
+            result = flaky.rerun(
+                result, rerun, repository.flaky_reruns, repository.known_flaky, context.config
+            )
+            if per_test:
+                confirm = partial(
+                    _selected, _at_base(context, head.base_commit), context.progress, "at the base"
+                )
+                result = differential_judge(
+                    result,
+                    None if base is None else base.result(),
+                    task,
+                    repository,
+                    context.config,
+                    confirm,
+                )
         if result.status is CheckStatus.PASS or _monitored(result):
             # The run passed: was it the code's doing, or did the code reach into the runner?
             infra = next((f for f in result.facts if isinstance(f, BaseInfra)), None)
@@ -134,6 +173,44 @@ class TestsCheck:
 
 
 CHECK = TestsCheck()
+
+
+def _at_base(context: Context, base_commit: str) -> Callable[..., CheckResult]:
+    """`check` on the base tree, as on the head: the same command, entry, sandbox and
+    limits, each test's end kept; nothing is the session's change there."""
+    assert context.repo_path is not None
+    return partial(
+        check,
+        context.repo_path,
+        base_commit,
+        context.test_command,
+        context.test_timeout_s,
+        context.config,
+        repository=context.repo,
+        cancel=context.cancel,
+        base_commit=base_commit,
+        session_id=context.report.session_id,
+        changed_paths=(),
+        per_test=True,
+    )
+
+
+def _base_run(context: Context, base_commit: str) -> CheckResult:
+    """The base's result: from the cache (the store's, else this process's), or run once
+    while sessions on the same base wait (`differential.BASE_RUNS`)."""
+    cache = context.test_cache if context.test_cache is not None else BASE_RUNS
+    key = "\0".join((str(context.repo_path), base_commit, *context.test_command))
+    with BASE_RUNS.lock(key):
+        context.progress(f"testing the base {base_commit[:12]} (cached by its tree)")
+        return _at_base(context, base_commit)(cache=cache)
+
+
+def _selected(
+    run: Callable[..., CheckResult], progress: Progress, where: str, tests: Sequence[str]
+) -> CheckResult:
+    """The tests of `tests` run again `where`, on a fresh copy, by their ids."""
+    progress(f"running {len(tests)} failed test(s) again {where}")
+    return run(select=list(tests), per_test=True)
 
 
 def _monitored(result: CheckResult) -> bool:
@@ -157,6 +234,9 @@ def check(
     cache: TestResultCache | None = None,
     session_id: str = "",
     changed_paths: Sequence[str] | None = None,
+    *,
+    per_test: bool = False,
+    select: Sequence[str] | None = None,
 ) -> CheckResult:
     """Run the configured test command on a copy of the head state and judge the outcome,
     in the steps of the module's docstring.
@@ -169,8 +249,13 @@ def check(
     a conclusive result is kept as `session_id`'s, and one kept for the same
     `cache_key` is reused instead of running the tests. `changed_paths`, the paths the
     session changed, tell the monitor which code is new and which data a test must not
-    read (`verifier.checks.tests.monitoring`).
+    read (`verifier.checks.tests.monitoring`). With `per_test`, the details hold each test's
+    end by its id (``outcomes``: the differential classification reads them); with
+    `select`, only those test ids run (a rerun of failed tests: pytest through our entry),
+    never from the cache nor kept in it.
     """
+    if select is not None:
+        cache = None
     job = _Job(
         repo_path,
         head_commit,
@@ -183,6 +268,8 @@ def check(
         cancel,
         on_start,
         None if changed_paths is None else tuple(changed_paths),
+        per_test,
+        None if select is None else tuple(select),
     )
     started = time.monotonic()
     say = progress or (lambda _line: None)
@@ -204,7 +291,7 @@ def check(
                 notes = (*infra_notes, *runners.guarantee_notes(kind))
                 kept = reused(hit, job.mode, snapshot, notes)
                 kept = replace(kept, facts=kept.facts + facts)
-                return judge.timed(compiled.inconclusive(kept, native), started)
+                return judge.timed(_native(kept, native), started)
             # 5. The launch.
             launch = _launch(job, folder, argv, bin_dirs, declared)
             say(f"running tests: {launch.argv} (timeout {timeout_s:g}s)")
@@ -231,14 +318,25 @@ def check(
         config=config,
         repository=job.repository,
     )
+    if job.per_test and reading.kind in ("pytest", "junit"):  # tests known one by one
+        # Kept in the cache with the rest: a cached base is classified too.
+        result = replace(result, details={**result.details, "outcomes": dict(reading.outcomes)})
     # 9. Keep: a run the verifier killed while stopping (a service's SIGTERM) decided nothing.
     if cache is not None and key is not None and not ran.outcome.stopped:
         keep(cache, key, session_id, result)
-    result = compiled.inconclusive(result, native)
+    result = _native(result, native)
     notes = (*result.notes, *infra_notes, *runners.guarantee_notes(launch.kind))
     if result.status is CheckStatus.FAIL:
         notes = (*notes, *not_loaded)
     return judge.timed(replace(result, notes=notes, facts=result.facts + facts), started)
+
+
+def _native(result: CheckResult, native: list[str]) -> CheckResult:
+    """A pass with native code the session changed is inconclusive (`compiled`); a failure
+    names that code in its details, for the guards of a failure excused later."""
+    if native and result.status is CheckStatus.FAIL:
+        return replace(result, details={**result.details, "native_changed": native})
+    return compiled.inconclusive(result, native)
 
 
 @dataclass(frozen=True)
@@ -256,6 +354,8 @@ class _Job:
     cancel: CancelToken | None
     on_start: Callable[[], None] | None
     changed: tuple[str, ...] | None
+    per_test: bool = False
+    select: tuple[str, ...] | None = None
 
     @property
     def mode(self) -> str:
@@ -421,6 +521,7 @@ def _lookup(
         job.repository,
         watched=watched,
         declared=declared,
+        per_test=job.per_test,
     )
     return key, cached(cache, key)
 
@@ -463,6 +564,7 @@ def _launch(
             repository.pytest_plugins,
             untrusted=[job.repo_path.resolve()],
             declared=declared,
+            select=job.select,
         )
         _monitor(job, folder, folder.root / "runner")
     elif kind == "unittest" and events is not None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,8 @@ __all__ = [
 
 # pytest's "no tests collected"; unittest's "no tests ran" since Python 3.12.
 NO_TESTS_EXIT_CODE = 5
+# The failing tests a result lists by id, at most (the counts say how many there were).
+MAX_FAILING_LISTED = 1000
 # Where each kind of run's counts come from, as findings name it.
 SOURCE = {
     "pytest": "our pytest plugin",
@@ -81,6 +83,9 @@ class Reading:
     problem: str | None = None
     agreement: Finding | None = None
     monitor: tuple[MonitorEvent, ...] = ()
+    # Each test's end by its id (pytest's node ids, JUnit's classname.name); empty for a
+    # run whose tests are not known one by one (unittest's counts, the exit code).
+    outcomes: Mapping[str, str] = field(default_factory=dict)
 
 
 def read_results(
@@ -99,18 +104,19 @@ def read_results(
     bytes were dropped from it; `junit` is where our pytest options had the
     JUnit report written, `work` the copy that ran.
     """
-    counts, problem = _counts(kind, work, junit, events, repository, read)
+    outcomes: dict[str, str] = {}
+    counts, problem = _counts(kind, work, junit, events, repository, read, outcomes)
     agreement = None
     monitor: tuple[MonitorEvent, ...] = ()
     if kind == "pytest":
         run = results.read_pytest_events(events)
         agreement = _agreement(run, overflowed, counts, problem, outcome, read)
-        counts, monitor = run.counts, run.monitor
+        counts, monitor, outcomes = run.counts, run.monitor, dict(run.outcomes)
     elif kind == "unittest":
         monitor = results.read_monitor(events)
     if kind in ("pytest", "unittest"):
         read["monitor_events"] = len(monitor)
-    return Reading(kind, read, counts, problem, agreement, monitor)
+    return Reading(kind, read, counts, problem, agreement, monitor, outcomes)
 
 
 def _counts(
@@ -120,8 +126,10 @@ def _counts(
     events: bytes,
     repository: RepositoryConfig,
     read: dict[str, Any],
+    outcomes: dict[str, str],
 ) -> tuple[OutcomeCounts | None, str | None]:
-    """The run's counts, or None and why they cannot be read; `read` gets what was read."""
+    """The run's counts, or None and why they cannot be read; `read` gets what was read,
+    `outcomes` each JUnit case's end."""
     try:
         if kind == "pytest":
             try:
@@ -137,7 +145,7 @@ def _counts(
             read["unexpected_successes"] = counts.unexpected_successes
             return counts, None
         if kind == "junit":
-            counts, files = results.read_junit_reports(work, repository.results_junit)
+            counts, files = results.read_junit_reports(work, repository.results_junit, outcomes)
             read["files"] = files
             return counts, None
     except UnreadableResults as exc:
@@ -310,6 +318,10 @@ def verdict(
         # A run that exited 0 and still fails (its sources disagree, its session never
         # finished): what the monitor saw says how.
         findings = [*findings, *(f for f in seen if f.code == "tests.tampering_suspected")]
+    elif findings and seen:
+        # A failed run: the failure decides, but should its failures be excused (still
+        # failing as at the base, known flaky) what the monitor saw decides instead.
+        facts["monitored"] = [f.to_dict() for f in seen]
     if not findings and outcome.sandbox == "none" and config.network_isolation == "auto":
         # A pass proved nothing about code that could read and write the whole host;
         # a failure stays a failure.
@@ -377,6 +389,10 @@ def details(
         "tests_counted": counts is not None,
         "counts": counts.to_dict() if counts else None,
         "results": reading.read,
+        # The tests that failed, by id, when the run reports them one by one.
+        "failing": sorted(t for t, o in reading.outcomes.items() if o == results.FAILED)[
+            :MAX_FAILING_LISTED
+        ],
         "output_excerpt": outcome.output_excerpt,
         "output_sha256": outcome.output_sha256,
         "output_bytes": outcome.output_bytes,

@@ -28,7 +28,7 @@ import re
 import stat
 import threading
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -216,8 +216,30 @@ def find_reports(root: Path, globs: Sequence[str]) -> list[str]:
     return sorted(rel for rel in found if _parts(rel))
 
 
-def read_junit_reports(root: Path, globs: Sequence[str]) -> tuple[OutcomeCounts, list[str]]:
-    """Sum the counts of the JUnit files under `root` that match `globs`; also list them.
+def junit_outcomes(data: bytes) -> dict[str, str]:
+    """Each ``<testcase>`` of one JUnit document by its id, ``classname.name`` (JUnit's own
+    notation; ``name`` alone without a class), and how it ended (`outcome_of`). Read after
+    `count_junit` accepted the document."""
+    root: ET.Element = _defused_fromstring(data)
+    found: dict[str, set[str]] = {}
+    for case in root.iter("testcase"):
+        classname, name = case.get("classname") or "", case.get("name") or ""
+        marks = found.setdefault(f"{classname}.{name}" if classname else name, set())
+        children = {child.tag for child in case}
+        if "error" in children:
+            marks.add("error")
+        elif "failure" in children:
+            marks.add("failure")
+        elif "skipped" in children:
+            marks.add("skipped")
+    return {test: outcome_of(marks) for test, marks in found.items()}
+
+
+def read_junit_reports(
+    root: Path, globs: Sequence[str], outcomes: dict[str, str] | None = None
+) -> tuple[OutcomeCounts, list[str]]:
+    """Sum the counts of the JUnit files under `root` that match `globs`; also list them,
+    and fill `outcomes`, when given, with each case's end by its id (`junit_outcomes`).
 
     Folders that match are passed over. Raises `UnreadableResults` when no file
     matches, or one cannot be read or parsed (naming it): a run's results are
@@ -245,6 +267,8 @@ def read_junit_reports(root: Path, globs: Sequence[str]) -> tuple[OutcomeCounts,
             total += count_junit(data)
         except UnreadableResults as exc:
             raise UnreadableResults(f"{rel}: {exc}") from None
+        if outcomes is not None:
+            outcomes.update(junit_outcomes(data))
     if not files:
         raise UnreadableResults(f"no file matches {list(globs)}")
     return total, files
@@ -501,7 +525,7 @@ class PytestRun:
     pytest's closing summary line counts them; `exitstatus` the session's status
     at its end, None when the session never finished; `problem` names the first
     line that is not one of ours (`unseal`), or an event after the end of the session;
-    `monitor` what the monitor saw.
+    `monitor` what the monitor saw; `outcomes` each test's end by its node id (`outcome_of`).
     """
 
     counts: OutcomeCounts
@@ -510,6 +534,19 @@ class PytestRun:
     events: int = 0
     problem: str | None = None
     monitor: tuple[MonitorEvent, ...] = ()
+    outcomes: Mapping[str, str] = field(default_factory=dict)
+
+
+#: How a test ended, by its id, in the runner's own notation: the classification reads these.
+PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
+
+
+def outcome_of(marks: set[str]) -> str:
+    """A test's end from what its reports said: a failure or an error (at setup, call,
+    teardown or collection) is failed; skipped with nothing else, skipped; else passed."""
+    if marks & {"failure", "error"}:
+        return FAILED
+    return SKIPPED if marks == {"skipped"} else PASSED
 
 
 def read_pytest_events(data: bytes) -> PytestRun:
@@ -562,7 +599,8 @@ def read_pytest_events(data: bytes) -> PytestRun:
         errors=sum(1 for m in tests.values() if "error" in m) + separate,
         skipped=sum(1 for m in tests.values() if m == {"skipped"}),
     )
-    return PytestRun(counts, stats, exitstatus, events, problem, tuple(monitor))
+    outcomes = {nodeid: outcome_of(marks) for nodeid, marks in tests.items()}
+    return PytestRun(counts, stats, exitstatus, events, problem, tuple(monitor), outcomes)
 
 
 def _event(raw: bytes) -> dict[str, Any] | None:

@@ -181,6 +181,7 @@ def with_pytest_entry(
     plugins: Sequence[str] | str | None = None,
     untrusted: Sequence[Path] = (),
     declared: Sequence[str] = (),
+    select: Sequence[str] | None = None,
 ) -> list[str]:
     """The same interpreter, its options and pytest's arguments, through our entry.
 
@@ -188,7 +189,8 @@ def with_pytest_entry(
     SPEC naming the `plugins` to load (None: those the configuration asks for and those
     of the distributions the base declares, `declared`; ``"all"``: every trusted one) and
     the folders besides the copy whose distributions never count (`untrusted`: the checked
-    repository, which a venv's editable install may put on the path);
+    repository, which a venv's editable install may put on the path), and, for a rerun,
+    the test ids to `select` (every other test is deselected);
     a ``pytest`` script found on the PATH runs with the Python its ``#!`` line
     names. A script inside the copy (``./pytest-x``) is the repository's own
     runner and runs as it is. The entry and our plugin are copied into a folder of
@@ -206,6 +208,7 @@ def with_pytest_entry(
                 "plugins": plugins if plugins in (None, "all") else list(plugins or ()),
                 "declared": list(declared),
                 "untrusted": [str(p) for p in untrusted],
+                "select": None if select is None else list(select),
             }
         )
     )

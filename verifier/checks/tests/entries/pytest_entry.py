@@ -5,7 +5,7 @@ The tests check runs ``PYTHON [OPTIONS] -s pytest_entry.py FD SPEC ARGS...`` in 
 ``PYTHON -m pytest ARGS...`` (or a ``pytest`` script, with its interpreter), from a
 folder of ours outside the copy that holds this file, `pytest_reporter.py` and SPEC (a
 JSON file of ours: ``{"plugins": null | "all" | [names], "declared": [distributions],
-"untrusted": [folders]}``), with
+"untrusted": [folders], "select": null | [test ids]}``), with
 the copy as the working folder. Standard library and pytest only.
 
 ``-m pytest`` would put the working folder first on ``sys.path``, before the
@@ -451,6 +451,8 @@ def main() -> None:
     args = [*_for_workers(loaded, settings, args), *args]
     _source_only(root)
     reporter = _reporter(folder)
+    if isinstance(spec.get("select"), list):  # a rerun of failed tests, by their ids
+        reporter.select(spec["select"])
     if fd >= 0:  # the monitor, before any file of the tree is importable
         _monitor(folder).install(fd, folder)
         reporter.channel()

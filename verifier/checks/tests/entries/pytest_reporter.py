@@ -21,6 +21,10 @@ nothing the tree could use to write one. One JSON object a line:
 * ``{"event": "session_finish", "exitstatus": <n>}`` once the session ended,
   after every other plugin's session-finish hook.
 
+When the entry's spec names ``select`` (test ids: the verifier reruns failed tests),
+every collected item not among them is deselected, last of the plugins that modify
+the collection.
+
 With each report and at the session's end the monitor checks that pytest's
 machinery is what it was at the start (``monitor.KEY_OBJECTS``, ``KEY_HOOKS``);
 it hears of each plugin pytest registers from `pytest_plugin_registered`.
@@ -64,6 +68,25 @@ def pytest_plugin_registered(plugin: Any, manager: Any) -> None:
 
 
 _configs: list[pytest.Config] = []
+# The test ids to run, when the verifier reruns failed tests by id: every other item is
+# deselected once collected (the command, its configuration and collection unchanged).
+_select: list[frozenset[str]] = []
+
+
+def select(ids: Any) -> None:
+    """Run only the tests of `ids` (node ids), as the entry read them from its spec."""
+    _select[:] = [frozenset(str(i) for i in ids)]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not _select:
+        return
+    wanted = _select[0]
+    dropped = [item for item in items if item.nodeid not in wanted]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if item.nodeid in wanted]
 
 
 def pytest_configure(config: pytest.Config) -> None:
