@@ -135,6 +135,11 @@ def test_pytest_runs_through_our_entry_with_our_options_last_but_before_a_double
         "declared": [],
         "untrusted": ["/srv/r"],
     }
+    (tmp_path / "s").mkdir()
+    runners.with_pytest_entry(argv, tmp_path / "s", junit, 7, os.defpath, select=["t.py::a"])
+    assert json.loads((tmp_path / "s" / "runner" / "spec.json").read_text())["select"] == [
+        "t.py::a"
+    ]
     (tmp_path / "c").mkdir()
     runners.with_pytest_entry(argv, tmp_path / "c", junit, 7, os.defpath, "all", declared=["a-b"])
     assert json.loads((tmp_path / "c" / "runner" / "spec.json").read_text()) == {

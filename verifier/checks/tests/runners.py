@@ -34,6 +34,7 @@ import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from verifier._internal.sandbox import runner
 from verifier.config import RepositoryConfig
@@ -202,16 +203,14 @@ def with_pytest_entry(
         shutil.copyfile(source, folder / source.name)
     entry = str(folder / _PYTEST_ENTRY[0].name)
     spec = folder / "spec.json"
-    spec.write_text(
-        json.dumps(
-            {
-                "plugins": plugins if plugins in (None, "all") else list(plugins or ()),
-                "declared": list(declared),
-                "untrusted": [str(p) for p in untrusted],
-                "select": None if select is None else list(select),
-            }
-        )
-    )
+    settings: dict[str, Any] = {
+        "plugins": plugins if plugins in (None, "all") else list(plugins or ()),
+        "declared": list(declared),
+        "untrusted": [str(p) for p in untrusted],
+    }
+    if select is not None:
+        settings["select"] = list(select)
+    spec.write_text(json.dumps(settings))
     module = next(
         (i for i, (a, b) in enumerate(itertools.pairwise(argv)) if a == "-m" and b == "pytest"),
         None,
