@@ -4,6 +4,7 @@ write is its own finding; bytes that are not what gemini-cli wrote are a mismatc
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -123,3 +124,26 @@ def test_a_file_changed_after_gemini_cli_wrote_it_is_a_replay_mismatch(
     assert result["delivery_status"] == "not_delivered"
     assert _codes(result, "replay") == ["replay.mismatch"]
     assert "change.hash_mismatch" in _codes(result, "changes")
+
+
+def test_an_absolute_path_in_the_workspace_is_replayed_and_one_outside_it_fails(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    absolute = {**FUZZY_FIX, "file_path": str((repo.path / "calc.py").resolve())}
+    turns = [geminicli.turn({"replace": absolute}), geminicli.turn("Fixed.")]
+    result = _verify(repo, tmp_path, turns, geminicli.LEGACY_MODEL)
+    assert result["delivery_status"] == "delivered", result["checks"]
+    assert result["checks"]["replay"]["details"]["replayed"] == 1
+
+    # The same report, but its call names a file outside the workspace and still succeeded.
+    report = json.loads((tmp_path / "report.json").read_bytes())
+    call = report["trajectory"]["contents"][1]["parts"][0]["functionCall"]
+    call["args"]["file_path"] = "/etc/calc.py"
+    report["session_id"] += "-outside"
+    forged = tmp_path / "forged.json"
+    forged.write_text(json.dumps(report))
+    config = Config.load(config_toml(tmp_path, repo, trail="optional"), environ={})
+    result = pipeline.verify_file(config, str(forged), store=False).verification.to_dict()
+    assert result["delivery_status"] == "not_delivered"
+    [finding] = result["checks"]["replay"]["findings"]
+    assert (finding["code"], finding["found"]) == ("replay.outside_workspace", "/etc/calc.py")

@@ -104,3 +104,37 @@ def test_matching_rules_are_known_ones_on_edits_only(
     with pytest.raises(ConfigError, match=message) as caught:
         load_profile(tmp_path, "bad")
     assert "functions.f.match" in str(caught.value)
+
+
+def test_absolute_paths_inside_the_workspace_are_repository_paths() -> None:
+    profile = load_profile(PROFILES, FAMILIES[0])
+    assert profile.absolute_paths == "workspace"
+    assert profile.workspace_path("/w/repo/src/a.py", "/w/repo") == "src/a.py"
+    assert profile.workspace_path("/w/repo/./src//a.py", "/w/repo/") == "src/a.py"
+    assert profile.workspace_path("src/a.py", "/w/repo") == "src/a.py"  # relative: as given
+    for outside in ("/w/repo2/a.py", "/w/repo/../other/a.py", "/w/repo", "/etc/passwd"):
+        assert profile.workspace_path(outside, "/w/repo") is None, outside
+    assert profile.workspace_path("/w/repo/a.py", None) is None  # no workspace known
+    default = load_profile(PROFILES, "default")
+    assert default.workspace_path("/w/repo/a.py", "/w/repo") is None  # refused
+
+
+def test_mcp_tools_are_commands_by_their_name_pattern() -> None:
+    profile = load_profile(PROFILES, FAMILIES[1])
+    action = profile.normalise(_call("mcp_github_create_issue", title="x"))
+    assert action.kind is ActionKind.RUN and action.permission is Permission.EXECUTE
+    assert profile.normalise(_call("github_create_issue")).kind is ActionKind.UNKNOWN
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('absolute_paths = "everywhere"', "absolute_paths: expected 'refuse' or 'workspace'"),
+        ('colour = "blue"', "colour: unknown key"),
+        ('[patterns."mcp_*"]\naction = "teleport"', "patterns.mcp_\\*.action: expected one of"),
+    ],
+)
+def test_a_bad_profile_key_is_named(tmp_path: Path, text: str, message: str) -> None:
+    (tmp_path / "bad.toml").write_text(text + "\n")
+    with pytest.raises(ConfigError, match=message):
+        load_profile(tmp_path, "bad")

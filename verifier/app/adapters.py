@@ -194,7 +194,7 @@ def _shown(value: Any) -> Any:
 
 def _names(profile: Profile, name: str) -> dict[str, tuple[str, ...]]:
     """Each parameter of function `name` with the external names it is read from."""
-    spec = profile.functions.get(name)
+    spec = profile.spec(name)
     if spec is None:
         return {}
     names = getattr(spec, "names", None)  # profiles with field aliases
@@ -208,7 +208,7 @@ def _read_fields(profile: Profile, call: ToolCall) -> set[str]:
 
 def _missing(profile: Profile, call: ToolCall) -> set[str]:
     """The required parameters of `profile` that `call` does not carry, by external name."""
-    spec = profile.functions.get(call.name)
+    spec = profile.spec(call.name)
     if spec is None:
         return set()
     names = _names(profile, call.name)
@@ -255,7 +255,7 @@ def take_inventory(
                     refused[key].add(pname)
     out = []
     for key, entry in counts.items():
-        entry.known_by = tuple(n for n, p in profiles.items() if entry.name in p.functions)
+        entry.known_by = tuple(n for n, p in profiles.items() if p.spec(entry.name) is not None)
         entry.covered_by = tuple(n for n in entry.known_by if n not in refused[key])
         out.append(entry)
     return sorted(out, key=lambda e: (-e.calls, e.name, e.shape))

@@ -11,13 +11,22 @@ effects and repository. Only the model's requests tell the truth. Steps:
 2. choose the files to replay: every file a file action (write, bounded
    replace, replace by text, delete) asked for or changed, except those a
    command or another call changed as well (not replayable: said in the
-   details, the hashes of the other checks decide);
+   details, the hashes of the other checks decide); an absolute path is a
+   repository path only under the workspace, with a profile that says so
+   (`Profile.workspace_path`), and a successful call outside it fails
+   (``replay.outside_workspace``);
 3. for each, start from its blob at the base commit (bytes as git stores them,
    read through `Repository`, never the working tree's conversions), apply
    the requests in trajectory order (a turn's calls in part order) whose
    response the profile calls a success, honouring each bounded replace's
    expected text and range, and after each call compare with the effect the
    audit trail recorded for it; at the end, with the file at the head.
+
+A function whose profile names matching rules (``match``) is applied by them
+(`verifier.checks.editmatch`: gemini-cli's tolerant ``replace``); what they
+applied other than the model asked is ``replay.tolerant_match`` or
+``replay.corrected_edit``, a note or a failure by the repository's
+``tolerant_edits``.
 
 The work is bounded (`Budget`): the bytes joined, split, scanned and hashed,
 a deadline, and the size of a file being replayed; running out of any is
@@ -68,6 +77,7 @@ MAX_WORK_BYTES = 8 * 1024**3
 MAX_FILE_BYTES = 64 * 1024**2
 EXACT_BYTES = 256 * 1024**2
 FAILING = {
+    "replay.outside_workspace",
     "replay.tolerant_match",  # with tolerant_edits = "fail" only: else a note
     "replay.corrected_edit",
     "replay.expected_mismatch",
@@ -190,6 +200,7 @@ class ReplayCheck:
                 budget=budget,
                 model=report.doc.agent.model,
                 tolerant_edits=context.repo.tolerant_edits,
+                workspace=report.doc.repo.path,
             )
         except InfrastructureError as exc:
             return CheckResult.error(NAME, "replay.git_failed", str(exc))
@@ -220,6 +231,7 @@ def replay_session(
     budget: Budget | None = None,
     model: str | None = None,
     tolerant_edits: str = "note",
+    workspace: str | None = None,
 ) -> CheckResult:
     """Steps 1 to 3 on the repository at `path`: the base's listing read while we plan.
 
@@ -227,12 +239,12 @@ def replay_session(
     `budget` bounds the work (`Budget`'s defaults when None); `model` is the
     session's (a harness's matching rules may depend on it); `tolerant_edits`
     the repository's policy for what a harness applied other than asked
-    (`replay`).
+    (`replay`); `workspace` the harness's folder (`plan_replay`).
     """
     git = Git(path)
     with ThreadPoolExecutor(1, thread_name_prefix="ls-tree") as pool:
         listing = pool.submit(git.run, "ls-tree", "-r", "-z", "--full-tree", state.base_commit)
-        plan = plan_replay(profile, calls, entries, location)
+        plan = plan_replay(profile, calls, entries, location, workspace)
         files = _read_files(path, state, sorted(plan.steps), listing.result())
     files.model = model
     return replay(plan, files, profile.name, budget, tolerant_edits)
@@ -254,8 +266,14 @@ def plan_replay(
     calls: Sequence[ToolCall],
     entries: Sequence[Mapping[str, Any]],
     location: Callable[[int, int], str] = _contents_location,
+    workspace: str | None = None,
 ) -> Plan:
-    """Steps 1 and 2: normalise the calls, and list each replayable file's steps."""
+    """Steps 1 and 2: normalise the calls, and list each replayable file's steps.
+
+    With the profile's ``absolute_paths = "workspace"``, an absolute path under
+    `workspace` (the report's ``repo.path``) is the repository path below it; a
+    successful call on one outside is ``replay.outside_workspace``.
+    """
     effects: dict[str, list[Mapping[str, Any]]] = {}
     for entry in entries:
         call_id = entry.get("call_id")
@@ -270,7 +288,14 @@ def plan_replay(
         file_action = action.kind in FILE_ACTIONS and not action.problems
         recorded = effects.get(call.call_id)
         if file_action:
-            touched.append((action, ok, action.path, recorded))
+            path = action.path
+            if path is not None and profile.absolute_paths == "workspace":
+                inside = profile.workspace_path(path, workspace)
+                if inside is None and ok:
+                    plan.unknown.append(_outside(profile, call, path, workspace, location))
+                    continue
+                path = inside
+            touched.append((action, ok, path, recorded))
             continue
         where = f"call {call.call_id!r} ({call.name!r}, turn {call.turn} part {call.part})"
         if ok and (
@@ -312,6 +337,25 @@ def plan_replay(
             step = Step(action, ok and p == path, recorded is not None, mine)
             plan.steps.setdefault(p, []).append(step)
     return plan
+
+
+def _outside(
+    profile: Profile,
+    call: ToolCall,
+    path: str,
+    workspace: str | None,
+    location: Callable[[int, int], str],
+) -> Finding:
+    where = f"call {call.call_id!r} ({call.name!r}, turn {call.turn} part {call.part})"
+    return Finding(
+        "replay.outside_workspace",
+        f"{where} was answered as successful on {path!r}, outside the workspace "
+        f"{workspace!r} (the report's repo.path): profile {profile.name!r}'s harness refuses "
+        "such a path, so what it wrote is not the repository's",
+        path=location(call.turn, call.part),
+        expected=f"a path under {workspace!r}" if workspace else "a path in the repository",
+        found=path,
+    )
 
 
 @dataclass

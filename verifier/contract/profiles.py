@@ -17,6 +17,8 @@ bounded replace, never a whole-file write).
 from __future__ import annotations
 
 import enum
+import fnmatch
+import posixpath
 import re
 import tomllib
 from collections.abc import Mapping
@@ -156,13 +158,41 @@ class Profile:
     name: str
     functions: Mapping[str, FunctionSpec] = field(default_factory=dict)
     response: ResponseRule = field(default_factory=ResponseRule)
+    # Function names by glob (`mcp_*`: gemini-cli's MCP tools), for names `functions` lacks.
+    patterns: Mapping[str, FunctionSpec] = field(default_factory=dict)
+    # An absolute path in a call: "refuse" (never a repository path) or "workspace" (one
+    # under the report's `repo.path` is the repository path below it; `workspace_path`).
+    absolute_paths: str = "refuse"
+
+    def spec(self, name: str) -> FunctionSpec | None:
+        """The declaration of the function `name`: by its name, else by the first pattern."""
+        found = self.functions.get(name)
+        if found is None:
+            for pattern, spec in self.patterns.items():
+                if fnmatch.fnmatchcase(name, pattern):
+                    return spec
+        return found
+
+    def workspace_path(self, path: str, workspace: str | None) -> str | None:
+        """`path` as a repository path: a relative one as it is; an absolute one under
+        `workspace` (with ``absolute_paths = "workspace"``) relative to it; None when an
+        absolute path is outside it, or the profile refuses absolute paths."""
+        if not path.startswith("/"):
+            return path
+        if self.absolute_paths != "workspace" or not workspace or not workspace.startswith("/"):
+            return None
+        root = posixpath.normpath(workspace)
+        full = posixpath.normpath(path)
+        if full == root or not full.startswith(root.rstrip("/") + "/"):
+            return None
+        return full[len(root.rstrip("/")) + 1 :]
 
     def response_failed(self, response: Mapping[str, Any]) -> bool:
         """Whether the harness answered `response` to say the call failed."""
         return self.response.failed(response)
 
     def normalise(self, call: ToolCall) -> Action:
-        spec = self.functions.get(call.name)
+        spec = self.spec(call.name)
         if spec is None:
             return Action(ActionKind.UNKNOWN, {}, call, (f"unknown function {call.name!r}",))
         problems: list[str] = []
@@ -280,7 +310,20 @@ def load_profile(profiles_dir: Path, name: str | None) -> Profile:
         raise ConfigError(f"tool profile {name!r}: no file {str(path)!r}") from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"tool profile {name!r}: cannot read {str(path)!r}: {exc}") from None
-    return Profile(name, _functions(data, name), _response(data, name))
+    where = f"tool profile {name!r}"
+    unknown = sorted(set(data) - {"name", "response", "functions", "patterns", "absolute_paths"})
+    if unknown:
+        raise ConfigError(f"{where}: {unknown[0]}: unknown key")
+    absolute = data.get("absolute_paths", "refuse")
+    if absolute not in ("refuse", "workspace"):
+        raise ConfigError(f"{where}: absolute_paths: expected 'refuse' or 'workspace'")
+    return Profile(
+        name,
+        _functions(data, name),
+        _response(data, name),
+        _functions(data, name, "patterns"),
+        absolute,
+    )
 
 
 def _strings(value: Any) -> tuple[str, ...] | None:
@@ -327,13 +370,15 @@ _FUNCTION_KEYS = {
 }
 
 
-def _functions(data: Mapping[str, Any], name: str) -> dict[str, FunctionSpec]:
+def _functions(
+    data: Mapping[str, Any], name: str, key: str = "functions"
+) -> dict[str, FunctionSpec]:
     functions: dict[str, FunctionSpec] = {}
-    table = data.get("functions", {})
+    table = data.get(key, {})
     if not isinstance(table, dict):
-        raise ConfigError(f"tool profile {name!r}: functions: expected a table")
+        raise ConfigError(f"tool profile {name!r}: {key}: expected a table")
     for fname, spec in table.items():
-        where = f"tool profile {name!r}: functions.{fname}"
+        where = f"tool profile {name!r}: {key}.{fname}"
         if not isinstance(spec, dict):
             raise ConfigError(f"{where}: expected a table")
         unknown = sorted(set(spec) - _FUNCTION_KEYS)
