@@ -22,9 +22,10 @@ import posixpath
 import stat
 import subprocess
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from audit.errors import AuditError
 
@@ -122,6 +123,22 @@ class HashCache:
 
     def now(self) -> int:
         return self._clock()
+
+    def dump(self) -> list[list[Any]]:
+        """The hashes kept, as JSON: a process started per event hands them to the next."""
+        return [
+            [rel, eol, list(key), seen.sha256, seen.mode]
+            for (rel, eol), (key, seen) in self._kept.items()
+        ]
+
+    def load(self, rows: Iterable[Sequence[Any]]) -> None:
+        """Keep the hashes `dump` gave (a row that is not one is left out)."""
+        for row in rows:
+            try:
+                rel, eol, key, sha256, mode = row
+                self._kept[(str(rel), eol)] = (tuple(int(k) for k in key), Seen(sha256, mode))
+            except (TypeError, ValueError):
+                continue
 
 
 def snapshot(
