@@ -16,27 +16,56 @@ The harness's side is imported on its own, so that this package stays light:
 `audit.recorder` (records a google-genai session into a v1 report),
 `audit.signing` (Ed25519 or HMAC signatures), `audit.upload` (to a file, or
 posted to the service) and `audit.trailfile` (a JSONL trail checked alone).
+
+The names below are loaded when first used (PEP 562), so that importing a part
+of the package does not import them all: gemini-cli starts our hook
+(`audit.geminicli.hook`) as a new process for every tool call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from audit._collect import json_type
-from audit.chain import (
-    DECISIONS,
-    ENTRY_DOMAIN,
-    GENESIS_PREFIX,
-    KINDS,
-    entry_hash,
-    genesis,
-    seal,
-    verify_chain,
-)
-from audit.completeness import Call, Change, check_completeness
-from audit.findings import Finding
-from audit.jcs import CanonicalizationError, canonicalize, jcs_sha256, sha256_hex
+if TYPE_CHECKING:
+    from audit._collect import json_type
+    from audit.chain import (
+        DECISIONS,
+        ENTRY_DOMAIN,
+        GENESIS_PREFIX,
+        KINDS,
+        entry_hash,
+        genesis,
+        seal,
+        verify_chain,
+    )
+    from audit.completeness import Call, Change, check_completeness
+    from audit.findings import Finding
+    from audit.jcs import CanonicalizationError, canonicalize, jcs_sha256, sha256_hex
+    from audit.verification import verify_trail
+
+_EXPORTS = {
+    "json_type": "audit._collect",
+    **dict.fromkeys(
+        (
+            "DECISIONS",
+            "ENTRY_DOMAIN",
+            "GENESIS_PREFIX",
+            "KINDS",
+            "entry_hash",
+            "genesis",
+            "seal",
+            "verify_chain",
+        ),
+        "audit.chain",
+    ),
+    **dict.fromkeys(("Call", "Change", "check_completeness"), "audit.completeness"),
+    "Finding": "audit.findings",
+    **dict.fromkeys(
+        ("CanonicalizationError", "canonicalize", "jcs_sha256", "sha256_hex"), "audit.jcs"
+    ),
+    "verify_trail": "audit.verification",
+}
 
 __all__ = [
     "DECISIONS",
@@ -60,37 +89,14 @@ __all__ = [
 ]
 
 
-def verify_trail(
-    audit: Mapping[str, Any],
-    *,
-    session_id: str,
-    calls: Sequence[Call],
-    claims: Sequence[Change],
-) -> list[Finding]:
-    """All findings on a report's `audit` object; an empty list means the trail holds."""
-    if not isinstance(audit, Mapping):
-        return [
-            Finding(
-                "audit.trail_malformed",
-                "the audit trail is not an object",
-                "audit",
-                expected="object",
-                found=json_type(audit),
-            )
-        ]
-    entries = audit.get("entries")
-    if not isinstance(entries, list):
-        return [
-            Finding(
-                "audit.trail_malformed",
-                "audit.entries is missing or not a list",
-                "audit.entries",
-                expected="array",
-                found="missing" if "entries" not in audit else json_type(entries),
-            )
-        ]
-    findings = verify_chain(
-        entries, session_id=session_id, count=audit.get("count"), head=audit.get("head")
-    )
-    findings += check_completeness(entries, calls, claims)
-    return findings
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'audit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

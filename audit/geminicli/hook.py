@@ -37,29 +37,33 @@ The report is the contract's v1 (`audit.recorder`'s shape): the trajectory is
 the transcript's history (`audit.geminicli.transcript`), the claims come from
 the effects, the head is the commit when the session committed past the base
 and left a clean tree, else the working tree; usage is the transcript's token
-counts. Imports are kept few: the hook's start is the cost of every tool call.
+counts. A tool event imports little (see below): the hook's start is the cost of every
+tool call.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import re
 import sys
 import time
-import traceback
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from audit import _worktree
-from audit.chain import entry_hash, genesis
-from audit.claims import claims_from_effects, timestamp
-from audit.geminicli.transcript import Transcript, read_transcript
-from audit.jcs import canonicalize, jcs_sha256
+
+if TYPE_CHECKING:
+    from audit.geminicli.transcript import Transcript
+
+# The chain, JCS, the claims and the transcript reader are imported in the functions that
+# write entries and the report, not here: a tool event (BeforeTool, AfterTool), the cost of
+# every tool call, never needs them (docs/benchmarks.md, "hook").
 
 __all__ = ["AGENT_NAME", "FILE_TOOLS", "READ_ONLY_TOOLS", "handle", "main", "tool_profile"]
 
@@ -203,6 +207,8 @@ class _Session:
     # -- the events ---------------------------------------------------------------------
 
     def start(self, event: Mapping[str, Any], now: datetime | None) -> dict[str, Any]:
+        from audit.chain import genesis
+
         base = _worktree.git(self.root, "rev-parse", "HEAD").decode("ascii").strip()
         settings = _read_json(self.git_dir / "verifier" / "hook.json")
         state: dict[str, Any] = {
@@ -238,20 +244,23 @@ class _Session:
             before = self._snapshot(state, scope)
             _write_durably(self._pending_path(number), json.dumps(_seen_json(before)).encode())
         state["pending"].append(
-            {"n": number, "tool": tool, "args_sha256": _args_hash(args), "scope": scope}
+            {"n": number, "tool": tool, "key": _match_key(args), "scope": scope}
         )
 
     def after_tool(self, state: dict[str, Any], event: Mapping[str, Any]) -> None:
         tool = _str(event, "tool_name")
         args = event.get("tool_input")
         args = args if isinstance(args, dict) else {}
-        pending = _take(state["pending"], tool, _args_hash(args))
+        pending = _take(state["pending"], tool, _match_key(args))
         if pending is None:
             raise HookError(f"AfterTool of {tool} with no BeforeTool: its effects are unknown")
         state["observed"].append(self._observe(state, pending))
 
     def flush(self, state: dict[str, Any], now: datetime | None) -> Transcript | None:
         """A ``tool_call`` entry for each call the transcript holds and the trail does not."""
+        from audit.geminicli.transcript import read_transcript
+        from audit.jcs import jcs_sha256
+
         path = state.get("transcript")
         if not isinstance(path, str) or not path:
             return None
@@ -260,10 +269,10 @@ class _Session:
         for call in transcript.tool_calls:
             if call.id in recorded:
                 continue
-            args_sha256 = _args_hash(call.args)
-            seen = _take(state["observed"], call.name, args_sha256)
+            key = _match_key(call.args)
+            seen = _take(state["observed"], call.name, key)
             if seen is None:  # before but no after: the tool failed, or hangs still
-                pending = _take(state["pending"], call.name, args_sha256)
+                pending = _take(state["pending"], call.name, key)
                 seen = None if pending is None else self._observe(state, pending)
             decision, effects = ("refused", []) if seen is None else ("allow", seen["effects"])
             self._append(
@@ -272,7 +281,7 @@ class _Session:
                     "kind": "tool_call",
                     "call_id": call.id,
                     "tool": call.name,
-                    "args_sha256": args_sha256,
+                    "args_sha256": jcs_sha256(dict(call.args)),
                     "decision": decision,
                     "checkpoint": None,
                     "result_sha256": jcs_sha256(_response(call.id, call.response_parts)),
@@ -294,6 +303,9 @@ class _Session:
         self, state: dict[str, Any], transcript: Transcript | None, status: str, how: str
     ) -> None:
         """Write ``report.json`` (and keep a copy of the transcript) from the trail so far."""
+        from audit.claims import claims_from_effects
+        from audit.jcs import canonicalize
+
         entries = [json.loads(line) for line in self.trail.read_bytes().splitlines() if line]
         contents: list[dict[str, Any]] = []
         model = task = final_text = None
@@ -369,6 +381,10 @@ class _Session:
     def _append(
         self, state: dict[str, Any], body: Mapping[str, Any], now: datetime | None
     ) -> dict[str, Any]:
+        from audit.chain import entry_hash
+        from audit.claims import timestamp
+        from audit.jcs import canonicalize
+
         moment = (now or datetime.now(UTC)).astimezone(UTC)
         ts = timestamp(moment)
         if state["last_ts"] is not None and ts < state["last_ts"]:
@@ -430,7 +446,7 @@ class _Session:
             after = self._snapshot(state, scope)
             effects = _worktree.changed(before, after)
             path.unlink()
-        return {"tool": pending["tool"], "args_sha256": pending["args_sha256"], "effects": effects}
+        return {"tool": pending["tool"], "key": pending["key"], "effects": effects}
 
     def _pending_path(self, number: int) -> Path:
         return self.folder / f"before-{number}.json"
@@ -497,11 +513,12 @@ def _alive(agent: object) -> bool:
     return stat is not None and stat[2] == agent[1]
 
 
-def _take(items: list[dict[str, Any]], tool: str, args_sha256: str) -> dict[str, Any] | None:
-    """The first item of `tool` with these arguments, else the first of `tool`, removed."""
+def _take(items: list[dict[str, Any]], tool: str, key: str) -> dict[str, Any] | None:
+    """The first item of `tool` with these arguments (`_match_key`), else the first of
+    `tool`, removed (gemini-cli may have filled in an argument the model left out)."""
     for exact in (True, False):
         for i, item in enumerate(items):
-            if item["tool"] == tool and (not exact or item["args_sha256"] == args_sha256):
+            if item["tool"] == tool and (not exact or item["key"] == key):
                 return items.pop(i)
     return None
 
@@ -521,8 +538,11 @@ def _response(call_id: str, parts: Sequence[Mapping[str, Any]]) -> Mapping[str, 
     return {}
 
 
-def _args_hash(args: Mapping[str, Any]) -> str:
-    return jcs_sha256(dict(args))
+def _match_key(args: Mapping[str, Any]) -> str:
+    """What a tool hook's arguments and the transcript's are matched by: any stable digest
+    of the JSON does (the trail's ``args_sha256`` is the JCS one, written at the match)."""
+    text = json.dumps(args, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _seen_json(seen: Mapping[str, _worktree.Seen]) -> dict[str, list[str]]:
@@ -573,6 +593,8 @@ def _drop_none(obj: dict[str, Any]) -> dict[str, Any]:
 
 def _complain(event: Any, exc: BaseException) -> None:
     """Write what went wrong where the session's files are, else to stderr."""
+    import traceback
+
     text = "".join(traceback.format_exception(exc))
     name = event.get("hook_event_name") if isinstance(event, dict) else None
     line = f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {name}: {text}\n---\n"
