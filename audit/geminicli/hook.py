@@ -13,7 +13,8 @@ tree: ``<git-dir>/verifier/<session-id>/`` holds ``trail.jsonl`` (the hash
 chain, as `audit.recorder` writes it: one JCS line per entry, fsynced),
 ``state.json`` (what one event hands the next), ``lock`` (events of one session
 take turns: gemini-cli runs the hooks of parallel calls at once), and at the end
-``report.json`` and ``transcript.jsonl``. The events:
+``report.json`` and ``transcript.jsonl`` (and ``verdict.json``, ``verifier verify``'s
+answer, with ``install --verify``). The events:
 
 1. ``SessionStart``: the ``session_start`` entry, the base commit (HEAD); the
    sessions of this repository whose end was never seen are finished first
@@ -49,6 +50,7 @@ import hashlib
 import json
 import os
 import re
+import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -101,6 +103,8 @@ READ_ONLY_TOOLS = frozenset(
 _GEMINI_3 = re.compile(r"^gemini-3(\.|-|$)")
 _SESSION_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 _STATE_VERSION = 1
+# How long ``install --verify``'s verification may take before the hook gives up on it.
+VERIFY_TIMEOUT_S = 900
 
 
 def tool_profile(model: str | None) -> str:
@@ -114,22 +118,29 @@ class HookError(Exception):
 
 
 def main() -> int:
-    """Read one event from stdin, record it, answer ``{}``; exit 0 whatever happens."""
+    """Read one event from stdin, record it, answer ``{}`` (or the verdict as a
+    ``systemMessage``, see `handle`); exit 0 whatever happens."""
     raw = sys.stdin.buffer.read()
     event: Any = None
+    answer: dict[str, str] = {}
     try:
         event = json.loads(raw)
         if not isinstance(event, dict):
             raise HookError(f"the event is a JSON {type(event).__name__}, expected an object")
-        handle(event)
+        answer = handle(event)
     except Exception as exc:  # never break gemini-cli: the verifier sees the gap instead
         _complain(event, exc)
-    sys.stdout.write("{}\n")
+    sys.stdout.write(json.dumps(answer) + "\n")
     return 0
 
 
-def handle(event: Mapping[str, Any], *, now: datetime | None = None) -> None:
-    """Record one event (see the module's docstring)."""
+def handle(event: Mapping[str, Any], *, now: datetime | None = None) -> dict[str, str]:
+    """Record one event (see the module's docstring); the answer to gemini-cli.
+
+    The answer is empty, except at the end of a session when ``install --verify``
+    asked for the verdict: then its ``systemMessage`` (shown to the gemini-cli
+    user, it decides nothing) says done versus delivered and the first finding.
+    """
     name = _str(event, "hook_event_name")
     session = _Session.of(event)
     if name == "SessionStart":
@@ -139,9 +150,9 @@ def handle(event: Mapping[str, Any], *, now: datetime | None = None) -> None:
         if state is None:
             state = session.start(event, now)
         elif name == "SessionStart":
-            return  # a resumed session goes on with its trail
+            return {}  # a resumed session goes on with its trail
         if state.get("ended"):
-            return  # finished (AfterAgent, then SessionEnd): nothing more to record
+            return {}  # finished (AfterAgent, then SessionEnd): nothing more to record
         if isinstance(event.get("transcript_path"), str) and event["transcript_path"]:
             state["transcript"] = event["transcript_path"]
         if name == "BeforeTool":
@@ -157,6 +168,9 @@ def handle(event: Mapping[str, Any], *, now: datetime | None = None) -> None:
             status = "error" if reason == "exit" else "cancelled"
             session.end(state, status, f"session_end:{reason}", now)
         session.save(state)
+    if name in ("AfterAgent", "SessionEnd") and state.get("ended"):
+        return session.verdict(state)
+    return {}
 
 
 class _Session:
@@ -360,6 +374,26 @@ class _Session:
             report["final_text"] = final_text
         _write_durably(self.folder / "report.json", canonicalize(report))
 
+    def verdict(self, state: Mapping[str, Any]) -> dict[str, str]:
+        """``verifier verify`` on the report, when install asked for it (``--verify``)."""
+        command = _read_json(self.git_dir / "verifier" / "hook.json").get("verify")
+        if not (isinstance(command, list) and all(isinstance(a, str) for a in command)):
+            return {}
+        report = self.folder / "report.json"
+        try:
+            done = subprocess.run(
+                [*command, str(report), "--format", "json"],
+                cwd=self.root,
+                capture_output=True,
+                timeout=VERIFY_TIMEOUT_S,
+                check=False,
+            )
+            result = json.loads(done.stdout)
+        except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
+            return {"systemMessage": f"verifier: the session was not verified ({exc})"}
+        _write_durably(self.folder / "verdict.json", done.stdout, sync=False)
+        return {"systemMessage": _verdict_line(result, report)}
+
     def finish_others(self) -> None:
         """Finish this repository's other sessions whose end no hook saw (killed, or an
         API error under ``-o json``): their report, with the trail left unfinished."""
@@ -465,6 +499,21 @@ class _Session:
             return self.folder.joinpath("hook-errors.log").read_bytes().count(b"\n---\n")
         except FileNotFoundError:
             return 0
+
+
+def _verdict_line(result: Mapping[str, Any], report: Path) -> str:
+    """One line for the gemini-cli user: done versus delivered, and the first finding."""
+    status = str(result.get("delivery_status", "?")).replace("_", " ")
+    done = "done" if result.get("done") else f"not done ({result.get('agent_status')})"
+    line = f"verifier: {done}, {status}"
+    checks = result.get("checks")
+    for check in checks.values() if isinstance(checks, dict) else ():
+        findings = check.get("findings") if isinstance(check, dict) else None
+        if findings and isinstance(findings[0], dict):
+            first = findings[0]
+            line += f": {first.get('code')}" + (f" {first['path']}" if first.get("path") else "")
+            break
+    return f"{line} (report: {report})"
 
 
 def _repository(cwd: Path) -> tuple[Path, Path]:

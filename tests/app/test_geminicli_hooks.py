@@ -163,3 +163,14 @@ def test_a_linked_worktree_gets_the_exclude_of_its_common_git_dir(
     assert status == b""
     hooks.uninstall(linked)
     assert not (linked / ".gemini").exists()
+
+
+def test_install_writes_the_repository_name_the_hook_will_report_and_uninstall_removes_it(
+    repo: GitRepo,
+) -> None:
+    done = hooks.install(repo.path, repo_name="calc-main")
+    settings = repo.path / ".git" / "verifier" / "hook.json"
+    assert json.loads(settings.read_text()) == {"v": 1, "repo_name": "calc-main"}
+    assert done.reports == repo.path / ".git" / "verifier"
+    hooks.uninstall(repo.path)
+    assert not settings.exists()

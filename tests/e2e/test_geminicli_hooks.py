@@ -68,7 +68,8 @@ def _sessions(repo: GitRepo) -> list[Path]:
 def record(
     gemini: Path, repo: GitRepo, home: Path, turns: list[dict[str, Any]], **kw: Any
 ) -> Recorded:
-    geminicli_hooks.install(repo.path)
+    if not (repo.path / ".git" / "verifier" / "install.json").exists():
+        geminicli_hooks.install(repo.path)
     before = set(_sessions(repo)) if (repo.path / ".git" / "verifier").is_dir() else set()
     done = geminicli.run(gemini, repo.path, home, turns, **kw)
     (folder,) = [p for p in _sessions(repo) if p not in before]
@@ -283,3 +284,14 @@ def _wait_for_call(repo: GitRepo, tool: str, timeout: float = 180) -> Path:
                 return state.parent
         time.sleep(0.2)
     raise AssertionError(f"no BeforeTool of {tool} within {timeout}s")
+
+
+def test_install_verify_shows_the_verdict_to_the_user_as_the_session_ends(
+    gemini: Path, repo: GitRepo, tmp_path: Path
+) -> None:
+    config = config_toml(tmp_path, repo)
+    geminicli_hooks.install(repo.path, verify=geminicli_hooks.verify_command(config))
+    rec = record(gemini, repo, tmp_path / "home", [turn(fix(repo)), turn("Done.")])
+    verdict = json.loads((rec.folder / "verdict.json").read_bytes())
+    assert verdict["session_id"] == rec.report["session_id"]
+    assert verdict["done"] is True and verdict["delivery_status"] == "delivered", verdict

@@ -23,6 +23,7 @@ import json
 import os
 import shlex
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ __all__ = [
     "hook_command",
     "install",
     "uninstall",
+    "verify_command",
 ]
 
 #: The gemini-cli events the hook records (docs/gemini-cli.md says what each gives).
@@ -46,9 +48,14 @@ EVENTS = ("SessionStart", "BeforeTool", "AfterTool", "BeforeModel", "AfterAgent"
 HOOK_NAME = "verifier-recorder"
 SETTINGS = Path(".gemini") / "settings.json"
 EXCLUDE_LINE = "/.gemini/settings.json"
+#: The hook's settings, beside the install state: what the reports name the repository.
+HOOK_SETTINGS = "hook.json"
 # gemini-cli waits this long for a hook (ms): ours records a whole-tree snapshot for a
 # shell call, a few seconds on a very large tree; gemini-cli's default is 60 s.
 HOOK_TIMEOUT_MS = 60_000
+# ...and at the end of a session with --verify, the tests run: the hook's own limit on the
+# verification (audit.geminicli.hook.VERIFY_TIMEOUT_S) and a minute more.
+VERIFY_TIMEOUT_MS = 960_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,9 +68,17 @@ class Installed:
     state: Path
     settings_action: str  # "created", "merged", "restored", "removed", "unchanged"
     exclude_action: str  # "added", "present", "restored", "removed", "unchanged"
+    repo_name: str | None = None  # what the reports will name the repository (install)
 
-    def as_dict(self) -> dict[str, str]:
+    @property
+    def reports(self) -> Path:
+        """Where the hook writes each session's folder (its report, trail and transcript)."""
+        return self.state.parent
+
+    def as_dict(self) -> dict[str, str | None]:
         return {
+            "repo_name": self.repo_name,
+            "reports": str(self.reports),
             "root": str(self.root),
             "settings": str(self.settings),
             "settings_action": self.settings_action,
@@ -78,11 +93,27 @@ def hook_command(python: str | None = None) -> str:
     return shlex.join([python or sys.executable, "-I", "-m", "audit.geminicli.hook"])
 
 
-def install(repo: Path, *, python: str | None = None) -> Installed:
+def verify_command(config_path: Path | None, python: str | None = None) -> list[str]:
+    """The ``verifier verify`` the hook runs on each report (``install --verify``)."""
+    command = [python or sys.executable, "-I", "-m", "verifier", "verify"]
+    return command + (["--config", str(config_path.resolve())] if config_path else [])
+
+
+def install(
+    repo: Path,
+    *,
+    repo_name: str | None = None,
+    verify: Sequence[str] | None = None,
+    python: str | None = None,
+) -> Installed:
     """Merge our hooks into `repo`'s ``.gemini/settings.json`` and exclude that file from git.
 
-    Installing twice replaces our entries, never duplicates them; the state
-    kept from the first install (what the files held before us) stays.
+    `repo_name` is the ``repo.name`` the reports will give (the hook's settings,
+    ``<git-dir>/verifier/hook.json``; default: the root folder's name). `verify`,
+    a ``verifier verify`` command line (`verify_command`), has the hook verify each
+    report as the session ends and show the verdict to the gemini-cli user. Installing
+    twice replaces our entries, never duplicates them; the state kept from the
+    first install (what the files held before us) stays.
     """
     root, git_dir, exclude = _locate(repo)
     settings = root / SETTINGS
@@ -92,7 +123,7 @@ def install(repo: Path, *, python: str | None = None) -> Installed:
     state = _read_state(state_path)
     original = _read_bytes(settings)
     document = _parse_settings(settings, original)
-    merged = _merge(document, hook_command(python))
+    merged = _merge(document, hook_command(python), verifying=verify is not None)
     written = (json.dumps(merged, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
     if state is None:
         exclude_before = _read_bytes(exclude)
@@ -112,7 +143,13 @@ def install(repo: Path, *, python: str | None = None) -> Installed:
     state["exclude_written_sha256"] = hashlib.sha256(_read_bytes(exclude) or b"").hexdigest()
     state_dir.mkdir(exist_ok=True)
     _write_atomic(state_path, (json.dumps(state, indent=2) + "\n").encode("utf-8"))
-    return Installed(root, settings, exclude, state_path, settings_action, exclude_action)
+    hook_settings: dict[str, Any] = {"v": 1, "repo_name": repo_name or root.name}
+    if verify is not None:
+        hook_settings["verify"] = list(verify)
+    _write_atomic(state_dir / HOOK_SETTINGS, (json.dumps(hook_settings) + "\n").encode())
+    return Installed(
+        root, settings, exclude, state_path, settings_action, exclude_action, repo_name or root.name
+    )
 
 
 def uninstall(repo: Path) -> Installed:
@@ -147,6 +184,7 @@ def uninstall(repo: Path) -> Installed:
         settings_action = "merged"
     exclude_action = _restore_exclude(exclude, state, state_path)
     state_path.unlink()
+    (state_path.parent / HOOK_SETTINGS).unlink(missing_ok=True)
     return Installed(root, settings, exclude, state_path, settings_action, exclude_action)
 
 
@@ -209,7 +247,7 @@ def _without_ours(document: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _merge(document: dict[str, Any], command: str) -> dict[str, Any]:
+def _merge(document: dict[str, Any], command: str, *, verifying: bool) -> dict[str, Any]:
     out = _without_ours(document)
     hooks = dict(out.get("hooks", {}))
     for event in EVENTS:
@@ -220,7 +258,9 @@ def _merge(document: dict[str, Any], command: str) -> dict[str, Any]:
                     "type": "command",
                     "name": HOOK_NAME,
                     "command": command,
-                    "timeout": HOOK_TIMEOUT_MS,
+                    "timeout": VERIFY_TIMEOUT_MS
+                    if verifying and event in ("AfterAgent", "SessionEnd")
+                    else HOOK_TIMEOUT_MS,
                     "description": "verifier: records the session's audit trail "
                     "(verifier gemini-cli uninstall removes it)",
                 }
