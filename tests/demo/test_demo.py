@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from audit.recorder import dumps
 from audit.trailfile import check_trail_file
+from tests.support import geminicli
 from verifier.config import Config
 from verifier.demo import page as demo_page
 from verifier.demo import run as demo
@@ -93,3 +99,45 @@ def test_demo_trails_and_page(tmp_path: Path, capsys) -> None:  # type: ignore[n
     escaped = demo_page.render(verifications[:1], rates, hostile, ["<b>"])
     assert "<b>" not in escaped and "&lt;b&gt;" in escaped
     assert "<img" not in escaped and "&lt;img src=x onerror=&#34;alert(1)&#34;&gt;" in escaped
+
+
+def test_demo_gemini_cli_says_how_to_install_gemini_cli_when_it_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VERIFIER_GEMINI_CLI", str(tmp_path / "no-gemini"))
+    done = subprocess.run(
+        [sys.executable, "-m", "verifier", "demo", "--gemini-cli", "--dir", str(tmp_path / "d")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "gemini-cli 0.61.0 is not installed: npm install" in done.stderr
+    assert not (tmp_path / "d").exists()
+
+
+def test_demo_gemini_cli_records_real_sessions_and_tells_done_from_delivered(
+    tmp_path: Path,
+) -> None:
+    gemini = geminicli.require()
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "verifier", "demo", "--gemini-cli"),
+            *("--format", "json", "--dir", str(tmp_path / "d")),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+        env={**os.environ, "VERIFIER_GEMINI_CLI": str(gemini)},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    sessions = json.loads(done.stdout)["sessions"]
+    assert [(s["done"], s["delivery_status"]) for s in sessions] == [
+        (True, "delivered"),
+        (True, "not_delivered"),
+        (True, "not_delivered"),
+        (True, "delivered"),
+    ]
+    assert (tmp_path / "d" / "gemini-cli.html").is_file()

@@ -22,8 +22,9 @@ import hashlib
 import json
 import os
 import shlex
+import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,14 +35,19 @@ from verifier.errors import ConfigError, InfrastructureError
 __all__ = [
     "EVENTS",
     "EXCLUDE_LINE",
+    "GEMINI_CLI_VERSION",
     "HOOK_NAME",
     "Installed",
+    "find_gemini_cli",
+    "gemini_cli_version",
     "hook_command",
     "install",
     "uninstall",
     "verify_command",
 ]
 
+#: The release of gemini-cli the hook and the profiles are written for.
+GEMINI_CLI_VERSION = "0.61.0"
 #: The gemini-cli events the hook records (docs/gemini-cli.md says what each gives).
 EVENTS = ("SessionStart", "BeforeTool", "AfterTool", "BeforeModel", "AfterAgent", "SessionEnd")
 #: The name our hook entries carry: how `uninstall` tells them from the user's.
@@ -86,6 +92,39 @@ class Installed:
             "exclude_action": self.exclude_action,
             "state": str(self.state),
         }
+
+
+def find_gemini_cli(
+    environ: Mapping[str, str] | None = None, folder: Path | None = None
+) -> Path | None:
+    """The ``gemini`` binary of the supported release: ``$VERIFIER_GEMINI_CLI`` when set,
+    else ``.tools/gemini-cli`` of `folder` (the current one: where ``.ci/run`` installs
+    it), else ``gemini`` on the PATH; None when none is of that release."""
+    env = os.environ if environ is None else environ
+    named = env.get("VERIFIER_GEMINI_CLI")
+    if named:
+        candidates = [Path(named)]
+    else:
+        candidates = [
+            (folder or Path.cwd()) / ".tools" / "gemini-cli" / "node_modules" / ".bin" / "gemini"
+        ]
+        found = shutil.which("gemini", path=env.get("PATH"))
+        if found:
+            candidates.append(Path(found))
+    for path in candidates:
+        if path.is_file() and gemini_cli_version(path) == GEMINI_CLI_VERSION:
+            return path
+    return None
+
+
+def gemini_cli_version(binary: Path) -> str | None:
+    """The release of the npm package a ``gemini`` binary belongs to (its package.json)."""
+    package = binary.resolve().parents[1] / "package.json"
+    try:
+        version = json.loads(package.read_text(encoding="utf-8"))["version"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return version if isinstance(version, str) else None
 
 
 def hook_command(python: str | None = None) -> str:

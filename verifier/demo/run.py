@@ -339,7 +339,7 @@ def prepare(workdir: Path) -> None:
     (workdir / MARKER).write_text("made by `verifier demo`; it may rewrite this folder\n")
 
 
-def _sample_repository(workdir: Path) -> tuple[Path, str]:
+def sample_repository(workdir: Path) -> tuple[Path, str]:
     """The sample repository, made anew; its path and base commit."""
     repo = workdir / "repo"
     if repo.exists():
@@ -365,7 +365,7 @@ def build(workdir: Path, runner: Runner | None = None) -> tuple[Path, list[Path]
     `runner` runs a scenario (the scripted one by default; the live one calls Gemini).
     """
     prepare(workdir)
-    repo, base = _sample_repository(workdir)
+    repo, base = sample_repository(workdir)
     reports_dir, trails_dir = workdir / "reports", workdir / "trails"
     for folder in (reports_dir, trails_dir):
         if folder.exists():
@@ -467,7 +467,7 @@ def run(
                 "remove it or name a new folder"
             ) from None
         verifications.append(outcome.verification)
-    rates = _rates(verifications)
+    rates = rates_of(verifications)
     stories = {s.session_id: s.story for s in SCENARIOS}
     rel = os.path.relpath(workdir)
     command = os.path.relpath(Path(sys.executable).with_name("verifier"))
@@ -497,7 +497,7 @@ def run(
     return verifications
 
 
-def _rates(verifications: list[Verification]) -> dict[str, Any]:
+def rates_of(verifications: list[Verification]) -> dict[str, Any]:
     n = len(verifications) or 1
     done = sum(v.done for v in verifications)
     delivered = sum(v.delivery_status is DeliveryStatus.DELIVERED for v in verifications)
