@@ -23,7 +23,6 @@ from tests.support import geminicli
 from tests.support.geminicli import turn
 from tests.support.gitrepo import GitRepo
 from tests.support.sessions import config_toml
-from verifier.app import geminicli_hooks
 
 FIXED = "    return a - b\n"
 PYTEST = {"run_shell_command": {"command": "python3 -m pytest -q"}}
@@ -65,11 +64,32 @@ def _sessions(repo: GitRepo) -> list[Path]:
     return sorted((p for p in base.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime_ns)
 
 
+def install(repo: GitRepo, *options: str) -> None:
+    """``verifier gemini-cli install``, as a user runs it."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "verifier",
+            "gemini-cli",
+            "install",
+            "--repo",
+            str(repo.path),
+            *options,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
 def record(
     gemini: Path, repo: GitRepo, home: Path, turns: list[dict[str, Any]], **kw: Any
 ) -> Recorded:
     if not (repo.path / ".git" / "verifier" / "install.json").exists():
-        geminicli_hooks.install(repo.path)
+        install(repo)
     before = set(_sessions(repo)) if (repo.path / ".git" / "verifier").is_dir() else set()
     done = geminicli.run(gemini, repo.path, home, turns, **kw)
     (folder,) = [p for p in _sessions(repo) if p not in before]
@@ -100,10 +120,14 @@ def verify(recorded: Recorded, config: Path) -> Verdict:
 
 
 def fix(repo: GitRepo) -> dict:
-    """The honest fix: subtract's body, matched exactly (the only `a + b` after `subtract`)."""
+    """The honest fix: subtract's body, matched exactly (the only `a + b` after `subtract`).
+
+    The path is relative (gemini-cli resolves it in the workspace): the profiles do not map
+    an absolute ``file_path`` to the repository yet, so its replay would not match.
+    """
     return {
         "replace": {
-            "file_path": str(repo.path / "calc.py"),
+            "file_path": "calc.py",
             "old_string": "def subtract(a, b):\n    return a + b\n",
             "new_string": "def subtract(a, b):\n" + FIXED,
             "instruction": "subtract subtracts",
@@ -216,7 +240,7 @@ def test_an_edit_that_breaks_the_tests_is_not_delivered(
 def test_parallel_calls_in_one_turn_each_get_their_entry_and_effects(
     gemini: Path, repo: GitRepo, tmp_path: Path
 ) -> None:
-    note = {"write_file": {"file_path": str(repo.path / "NOTES.md"), "content": "subtract\n"}}
+    note = {"write_file": {"file_path": "NOTES.md", "content": "subtract\n"}}
     rec = record(gemini, repo, tmp_path / "home", [turn(fix(repo), note), turn("Done.")])
     by_tool = {c["tool"]: c for c in rec.calls()}
     assert [e["path"] for e in by_tool["replace"]["effects"]] == ["calc.py"]
@@ -228,7 +252,7 @@ def test_parallel_calls_in_one_turn_each_get_their_entry_and_effects(
 def test_a_killed_session_is_finished_by_the_next_one_its_trail_unfinished(
     gemini: Path, repo: GitRepo, tmp_path: Path
 ) -> None:
-    geminicli_hooks.install(repo.path)
+    install(repo)
     home = tmp_path / "home"
     script = [turn(fix(repo)), turn({"run_shell_command": {"command": "sleep 120"}})]
     started = _start(gemini, repo, home, script)
@@ -290,7 +314,7 @@ def test_install_verify_shows_the_verdict_to_the_user_as_the_session_ends(
     gemini: Path, repo: GitRepo, tmp_path: Path
 ) -> None:
     config = config_toml(tmp_path, repo)
-    geminicli_hooks.install(repo.path, verify=geminicli_hooks.verify_command(config))
+    install(repo, "--verify", "--config", str(config))
     rec = record(gemini, repo, tmp_path / "home", [turn(fix(repo)), turn("Done.")])
     verdict = json.loads((rec.folder / "verdict.json").read_bytes())
     assert verdict["session_id"] == rec.report["session_id"]

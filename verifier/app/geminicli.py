@@ -196,7 +196,7 @@ def _document(
         "agent": {"name": AGENT_NAME, "model": model, "tool_profile": tool_profile(model)},
         "task": record.task,
         "repo": {
-            "name": repo_name or _repo_name(config, root),
+            "name": repo_name or repo_name_of(config, root),
             "path": str(root),
             "base_commit": base,
             "head_commit": head,
@@ -219,7 +219,7 @@ def _document(
     }
 
 
-def _repo_name(config: Config, root: Path) -> str:
+def repo_name_of(config: Config, root: Path) -> str:
     """The configured repository whose path is `root`, else the folder's name."""
     for name, repo in sorted(config.repositories.items()):
         if repo.path is not None and repo.path.resolve() == root.resolve():

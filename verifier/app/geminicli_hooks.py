@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from verifier._internal.git import Git
+from verifier.app.geminicli import repo_name_of
+from verifier.config import Config
 from verifier.errors import ConfigError, InfrastructureError
 
 __all__ = [
@@ -141,6 +143,7 @@ def verify_command(config_path: Path | None, python: str | None = None) -> list[
 def install(
     repo: Path,
     *,
+    config: Config | None = None,
     repo_name: str | None = None,
     verify: Sequence[str] | None = None,
     python: str | None = None,
@@ -148,13 +151,16 @@ def install(
     """Merge our hooks into `repo`'s ``.gemini/settings.json`` and exclude that file from git.
 
     `repo_name` is the ``repo.name`` the reports will give (the hook's settings,
-    ``<git-dir>/verifier/hook.json``; default: the root folder's name). `verify`,
+    ``<git-dir>/verifier/hook.json``; default: the repository of `config` whose
+    path is the root, else the root folder's name, as ``gemini-cli import`` names it). `verify`,
     a ``verifier verify`` command line (`verify_command`), has the hook verify each
     report as the session ends and show the verdict to the gemini-cli user. Installing
     twice replaces our entries, never duplicates them; the state kept from the
     first install (what the files held before us) stays.
     """
     root, git_dir, exclude = _locate(repo)
+    if repo_name is None:
+        repo_name = root.name if config is None else repo_name_of(config, root)
     settings = root / SETTINGS
     _refuse_tracked(root, settings)
     state_dir = git_dir / "verifier"
@@ -182,12 +188,12 @@ def install(
     state["exclude_written_sha256"] = hashlib.sha256(_read_bytes(exclude) or b"").hexdigest()
     state_dir.mkdir(exist_ok=True)
     _write_atomic(state_path, (json.dumps(state, indent=2) + "\n").encode("utf-8"))
-    hook_settings: dict[str, Any] = {"v": 1, "repo_name": repo_name or root.name}
+    hook_settings: dict[str, Any] = {"v": 1, "repo_name": repo_name}
     if verify is not None:
         hook_settings["verify"] = list(verify)
     _write_atomic(state_dir / HOOK_SETTINGS, (json.dumps(hook_settings) + "\n").encode())
     return Installed(
-        root, settings, exclude, state_path, settings_action, exclude_action, repo_name or root.name
+        root, settings, exclude, state_path, settings_action, exclude_action, repo_name
     )
 
 

@@ -86,7 +86,7 @@ COMMANDS: dict[str, CommandInfo] = {
     "gemini-cli": CommandInfo(
         "verifier.cli.geminicli",
         "geminicli_group",
-        "Sessions of gemini-cli: reports from its transcripts.",
+        "Sessions of gemini-cli: recorded by our hooks, or reports from its transcripts.",
         shortened=True,
     ),
     "gate": CommandInfo(

@@ -6,15 +6,15 @@ from pathlib import Path
 
 import click
 
-from verifier.app import geminicli
-from verifier.cli.options import config_option, emit, say
+from verifier.app import geminicli, geminicli_hooks
+from verifier.cli.options import config_option, emit, format_option, say
 from verifier.config import Config
 from verifier.formats import render
 
 
 @click.group("gemini-cli")
 def geminicli_group() -> None:
-    """Sessions of gemini-cli: reports from its transcripts."""
+    """Sessions of gemini-cli: recorded by our hooks, or reports from its transcripts."""
 
 
 @geminicli_group.command("import")
@@ -63,3 +63,67 @@ def import_command(
         emit(render.imported_text(imported.report, out))
     for note in imported.notes:
         say(note)
+
+
+REPO_HELP = "The repository (any folder of its work tree; default: the current folder)."
+
+
+@geminicli_group.command("install")
+@click.option(
+    "--repo",
+    "repo_path",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("."),
+    help=REPO_HELP,
+)
+@click.option(
+    "--repo-name",
+    metavar="NAME",
+    help="The reports' repo.name (default: the configured repository of that path, else "
+    "the folder's name).",
+)
+@click.option(
+    "--verify",
+    "verify",
+    is_flag=True,
+    help="Verify each session's report as it ends and show the verdict to the gemini-cli "
+    "user (runs the tests; this configuration).",
+)
+@format_option
+@config_option
+def install_command(
+    repo_path: Path, repo_name: str | None, verify: bool, fmt: str, config: Config
+) -> None:
+    """Record the repository's gemini-cli sessions: our hooks into its .gemini/settings.json.
+
+    The user's settings and hooks are kept; /.gemini/settings.json goes into
+    .git/info/exclude so that it is never the session's change. Each session's
+    report, trail and transcript are written under <git-dir>/verifier/<session>/
+    (docs/gemini-cli.md). Exit 0 installed, 2 a settings file that cannot be merged.
+    """
+    installed = geminicli_hooks.install(
+        repo_path,
+        config=config,
+        repo_name=repo_name,
+        verify=geminicli_hooks.verify_command(config.source) if verify else None,
+    )
+    emit(render.hooks_json(installed) if fmt == "json" else render.hooks_text(installed))
+
+
+@geminicli_group.command("uninstall")
+@click.option(
+    "--repo",
+    "repo_path",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("."),
+    help=REPO_HELP,
+)
+@format_option
+def uninstall_command(repo_path: Path, fmt: str) -> None:
+    """Take our hooks out: .gemini/settings.json and .git/info/exclude as they were before
+    install (byte for byte unless changed since; then only our entries and line go).
+
+    The sessions recorded stay under <git-dir>/verifier/. Exit 0 done, 2 not installed.
+    """
+    removed = geminicli_hooks.uninstall(repo_path)
+    emit(render.hooks_json(removed) if fmt == "json" else render.hooks_text(removed))

@@ -95,9 +95,11 @@ def run_scripted(
 
 
 def _replace(repo: Path, new: str) -> dict[str, Any]:
+    # A path relative to the workspace, which gemini-cli resolves: the tool profiles do not
+    # map an absolute file_path to the repository yet.
     return {
         "replace": {
-            "file_path": str(repo / "calc.py"),
+            "file_path": "calc.py",
             "old_string": "def subtract(a, b):\n" + BUGGY,
             "new_string": "def subtract(a, b):\n" + new,
             "instruction": "subtract must subtract",
@@ -128,7 +130,7 @@ SCENARIOS = [
             turn(
                 {
                     "replace": {
-                        "file_path": str(repo / "calc.py"),
+                        "file_path": "calc.py",
                         "old_string": "class Calculator:\n    precision = 10\n",
                         "new_string": "class Calculator:\n    precision = 12\n",
                         "instruction": "fix it",

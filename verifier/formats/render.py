@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # the store loads SQLAlchemy, rich costs an import: neither i
     from audit.trailfile import TrailCheck
     from verifier.app.adapters import Inventory, Scan, Shadow
     from verifier.app.evidence import Written
+    from verifier.app.geminicli_hooks import Installed
     from verifier.app.reportcheck import HashExplanation, ReportCheck
     from verifier.app.sessions import Ingestion, Listing, Overridden, SessionView
     from verifier.app.settings import Settings
@@ -576,6 +577,25 @@ def imported_text(report: Report, out: Path) -> str:
         f"{changes} claimed change{'' if changes == 1 else 's'}, tool profile "
         f"{escape_controls(str(doc.agent.tool_profile))}, no audit trail\n"
     )
+
+
+def hooks_text(done: Installed) -> str:
+    """``gemini-cli install`` / ``uninstall``: what happened to each file."""
+    lines = [
+        f"{done.settings}: {done.settings_action}",
+        f"{done.exclude}: {done.exclude_action}",
+    ]
+    if done.repo_name is not None:
+        lines.append(
+            f"sessions will be recorded under {done.reports}/<session>/ "
+            f"(report.json, repo.name {done.repo_name!r})"
+        )
+    return inert("\n".join(lines) + "\n")
+
+
+def hooks_json(done: Installed) -> str:
+    """The same as JSON."""
+    return dumps(done.as_dict())
 
 
 def written_text(written: Written) -> str:
