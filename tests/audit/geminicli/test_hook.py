@@ -211,3 +211,13 @@ def test_the_reports_repository_name_is_the_one_install_wrote(
     s.event("SessionStart", source="startup")
     s.event("AfterAgent", prompt="x", prompt_response="")
     assert s.report()["repo"]["name"] == "calc-main"
+
+
+def test_an_audit_package_in_the_repository_cannot_stand_in_for_the_hook(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    repo.write({"audit/__init__.py": "raise SystemExit('the repository ran instead')\n"})
+    s = Session(repo, tmp_path)
+    done = s.event("SessionStart", source="startup")
+    assert b"the repository ran instead" not in done.stderr
+    assert [e["kind"] for e in s.entries()] == ["session_start"]
