@@ -43,6 +43,7 @@ errors of `audit` (which never imports this package) have their own root,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -70,17 +71,53 @@ class InvalidReport(VerifierError):
     """The bytes cannot be read as a session report v1.
 
     `field` is a dotted path into the report (``repo.base_commit``,
-    ``trajectory.contents.3.parts.0``) or ``"$"`` for the whole document.
+    ``trajectory.contents.3.parts.0``) or ``"$"`` for the whole document, and
+    `problem` what is wrong there: the first problem found. `problems` lists every
+    problem found, (field, problem) each, the first one first, up to the cap of the
+    reader that found them; `more` counts those left out.
     """
 
     code = "invalid_report"
     http_status = 400
     field: str
 
-    def __init__(self, field: str, problem: str) -> None:
+    def __init__(
+        self,
+        field: str,
+        problem: str,
+        *,
+        problems: Sequence[tuple[str, str]] = (),
+        more: int = 0,
+    ) -> None:
         self.field = field
         self.problem = problem
-        super().__init__(f"invalid report: {field}: {problem}")
+        self.problems: tuple[tuple[str, str], ...] = tuple(problems) or ((field, problem),)
+        self.more = more
+        super().__init__(
+            f"invalid report: {field}: {problem}"
+            if self.count == 1
+            else f"invalid report: {self.count} problems; {field}: {problem}; "
+            + "; ".join(f"{f}: {p}" for f, p in self.problems[1:])
+            + (f"; and {more} more not listed" if more else "")
+        )
+
+    @property
+    def count(self) -> int:
+        """How many problems were found, listed or not."""
+        return len(self.problems) + self.more
+
+    def problem_text(self) -> str:
+        if self.count == 1:
+            return self.problem
+        return f"{self.problem} (and {self.count - 1} more problems: see problems)"
+
+    def extra(self) -> dict[str, Any]:
+        if self.count == 1:
+            return {}
+        return {
+            "problems": [{"field": f, "problem": p} for f, p in self.problems],
+            "more_problems": self.more,
+        }
 
 
 class ConfigError(VerifierError):

@@ -110,7 +110,10 @@ def test_a_report_naming_a_laxer_repository_is_refused(repo: GitRepo, tmp_path: 
     refused = _verify_cli(tmp_path / "report.json", config, "--repo", str(repo.path))
     assert refused.returncode == 2, refused.stderr
     assert "'lax'" in refused.stderr and str(lax) in refused.stderr
-    assert refused.stdout == ""
+    # --format json: stdout is the error object alone, never a verdict.
+    error = json.loads(refused.stdout)
+    assert set(error) == {"error"} and error["error"]["code"] == "config"
+    assert "'lax'" in error["error"]["problem"]
 
     bound = _verify_cli(
         tmp_path / "report.json", config, "--repo", str(repo.path), "--repo-name", "calc"

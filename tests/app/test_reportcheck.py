@@ -190,6 +190,8 @@ def test_an_invalid_report_exits_2_naming_the_field(report: dict[str, Any], tmp_
         "valid": False,
         "field": "repo.base_commit",
         "problem": "required field is missing",
+        "problems": [{"field": "repo.base_commit", "problem": "required field is missing"}],
+        "more_problems": 0,
         "findings": [],
         "exit_code": 2,
     }

@@ -125,7 +125,10 @@ def test_a_repo_flag_naming_no_repository_is_a_usage_error_and_nothing_is_stored
         done = verifier("verify", str(report), "--repo", str(wrong), "--format", "json")
         assert done.returncode == 2, done.stderr
         assert "--repo" in done.stderr and why in done.stderr
-        assert done.stdout == ""
+        # Under --format json, stdout holds the error object and nothing else: no verdict.
+        error = json.loads(done.stdout)
+        assert set(error) == {"error"} and error["error"]["code"] == "config"
+        assert "--repo" in error["error"]["problem"] and why in error["error"]["problem"]
     listed = json.loads(verifier("list", "--format", "json").stdout)
     assert listed["sessions"] == []
 

@@ -72,15 +72,15 @@ def test_an_error_shows_its_code_when_its_message_does_not_say_it() -> None:
     )
 
 
-def test_an_error_under_format_json_is_the_apis_error_object_on_stderr(
+def test_an_error_under_format_json_is_the_apis_error_object_on_stdout(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert cli.run(["show", "nope", "--format", "json"]) == 2
     out, err = capsys.readouterr()
-    assert out == ""
-    error = json.loads(err)["error"]
+    error = json.loads(out)["error"]  # the one document on stdout
     assert error["code"] == "not_found" and error["field"] is None
     assert "'nope' is not stored" in error["problem"]
+    assert err.startswith("verifier: ") and "'nope' is not stored" in err  # for people
     assert json.loads(cli.error_json(InvalidReport("repo.name", "missing")))["error"] == {
         "code": "invalid_report",
         "field": "repo.name",

@@ -566,12 +566,12 @@ def _keep(store: Store, raw: bytes | Oversized, source: str, exc: InvalidReport)
             raw.head,
             source=source,
             field=exc.field,
-            problem=exc.problem,
+            problem=exc.problem_text(),
             sha256=raw.sha256,
             size=raw.size,
         )
     else:
-        store.reject(raw, source=source, field=exc.field, problem=exc.problem)
+        store.reject(raw, source=source, field=exc.field, problem=exc.problem_text())
 
 
 def _trusted(

@@ -31,7 +31,7 @@ from verifier import __version__
 from verifier.app import stop_all
 from verifier.cli.options import Invocation, stdout_gone
 from verifier.controls import escape_controls
-from verifier.errors import ConfigError, Interrupted, VerifierError
+from verifier.errors import ConfigError, Interrupted, InvalidReport, VerifierError
 from verifier.formats import render
 
 # The exit code of an error of `audit`, which knows no command line: one to fix, as ours.
@@ -251,6 +251,9 @@ def error_text(exc: VerifierError | AuditError) -> str:
     """How an error reads on stderr: its message, and its code when that adds to it (the
     code is not one of `GENERIC_CODES`, and the message does not already say it):
     ``verifier: session 's1' is not stored [not_found]``."""
+    if isinstance(exc, InvalidReport) and exc.count > 1:
+        # Every problem on a line of its own, each escaped alone.
+        return "verifier: " + render.inert(render.invalid_report_text(exc, "not a report v1"))
     # A problem may quote what a report holds: shown as the faces show agent text.
     message, code = render.inert(escape_controls(str(exc))), exc.code
     if code in GENERIC_CODES or code.replace("_", " ") in message.lower():
@@ -259,23 +262,32 @@ def error_text(exc: VerifierError | AuditError) -> str:
 
 
 def error_json(exc: VerifierError | AuditError) -> str:
-    """An error under ``--format json``: the API's error object, on stderr (stdout holds
-    results only)."""
+    """An error under ``--format json``: the API's error object, with the same keys beside
+    ``error`` (an invalid report's ``problems``)."""
     field = getattr(exc, "field", None)
     problem = getattr(exc, "problem", None) if field is not None else None
+    extra: dict[str, Any] = {}
+    if isinstance(exc, VerifierError):
+        extra = exc.extra()
+        problem = exc.problem_text() if field is not None else None
     return render.dumps(
         {
             "error": {
                 "code": exc.code,
                 "field": field,
                 "problem": problem if isinstance(problem, str) else str(exc),
-            }
+            },
+            **extra,
         }
     )
 
 
 def _show_error(exc: VerifierError | AuditError, fmt: str) -> None:
-    click.echo(error_json(exc) if fmt == "json" else error_text(exc), err=True, nl=False)
+    """The error as text on stderr; under ``--format json`` also its object on stdout, the
+    one document a script reads there, whatever happened."""
+    if fmt == "json":
+        click.echo(error_json(exc), nl=False)
+    click.echo(error_text(exc), err=True, nl=False)
 
 
 def _on_signal(signum: int, _frame: FrameType | None) -> None:

@@ -768,9 +768,24 @@ def _lone_surrogate(value: Any, where: str) -> str | None:
     return None
 
 
+# Problems of one invalid report listed (field and problem each); the rest are counted.
+MAX_PROBLEMS_LISTED = 20
+
+
 def _invalid(exc: ValidationError) -> InvalidReport:
-    """The first problem pydantic found, with its location as a dotted field path."""
-    error = exc.errors()[0]
+    """Every problem pydantic found, up to `MAX_PROBLEMS_LISTED`, each with its location as
+    a dotted field path; the count of the rest."""
+    errors = exc.errors()
+    listed = [_problem(error) for error in errors[:MAX_PROBLEMS_LISTED]]
+    # One location may fail several ways (each member of a union): said once.
+    problems = list(dict.fromkeys(listed))
+    more = exc.error_count() - len(listed)
+    field, problem = problems[0]
+    return InvalidReport(field, problem, problems=problems, more=more)
+
+
+def _problem(error: Any) -> tuple[str, str]:
+    """One pydantic error as (field, problem)."""
     loc = error["loc"]
     # A trajectory's format is a tag pydantic puts in the location: the report has no such field.
     if len(loc) > 1 and loc[0] == "trajectory" and loc[1] in TRAJECTORY_FORMATS:
@@ -788,16 +803,13 @@ def _invalid(exc: ValidationError) -> InvalidReport:
             + ", ".join(repr(f) for f in TRAJECTORY_FORMATS)
             + ")"
         )
-        return InvalidReport(field, problem)
+        return field, problem
     if error["type"] == "missing":
         problem = "required field is missing"
     elif error["type"] != "extra_forbidden" and "input" in error:
         shown = json.dumps(error["input"], ensure_ascii=False, default=str)
         problem = f"{problem} (got {shown[:80]})"
-    more = exc.error_count() - 1
-    if more:
-        problem += f"; and {more} more problem{'s' if more > 1 else ''}"
-    return InvalidReport(field, problem)
+    return field, problem
 
 
 def json_schema() -> dict[str, Any]:

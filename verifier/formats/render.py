@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from verifier.controls import escape_controls
+from verifier.errors import InvalidReport
 from verifier.findings import CheckResult, CheckStatus, DeliveryStatus, Finding, Verification
 from verifier.moments import utc_text
 
@@ -842,11 +843,7 @@ def report_check_text(check: ReportCheck, *, explain: bool = False) -> str:
     """What a harness author reads: each finding with its code, where, expected and found."""
     shown = escape_controls
     if check.invalid is not None:
-        return inert(
-            "invalid report: the bytes are not a session report v1\n"
-            f"  field:   {shown(check.invalid.field)}\n"
-            f"  problem: {shown(check.invalid.problem)}\n"
-        )
+        return inert(invalid_report_text(check.invalid, "the bytes are not a session report v1"))
     lines = [
         f"report {shown(str(check.session_id))}: "
         + (
@@ -880,6 +877,38 @@ def report_check_text(check: ReportCheck, *, explain: bool = False) -> str:
     return inert("\n".join(lines) + "\n")
 
 
+def invalid_report_text(invalid: InvalidReport, headline: str) -> str:
+    """An invalid report for people: each problem listed, its field and what is wrong,
+    then how many more were found and not listed. Each line is escaped on its own (a
+    field or a problem may quote what the report holds)."""
+    shown = escape_controls
+    if invalid.count == 1:
+        return (
+            f"invalid report: {headline}\n"
+            f"  field:   {shown(invalid.field)}\n"
+            f"  problem: {shown(invalid.problem)}\n"
+        )
+    lines = [f"invalid report: {headline}; {invalid.count} problems:"]
+    lines += [f"  {shown(field)}: {shown(problem)}" for field, problem in invalid.problems]
+    if invalid.more:
+        lines.append(
+            f"  … and {invalid.more} more problem{'s' if invalid.more > 1 else ''} not listed "
+            "(fix these first)"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def invalid_report_dict(invalid: InvalidReport) -> dict[str, Any]:
+    """The problems of an invalid report, as `report check --format json` and the API's
+    error give them: the first as ``field`` and ``problem``, all in ``problems``."""
+    return {
+        "field": invalid.field,
+        "problem": invalid.problem,
+        "problems": [{"field": f, "problem": p} for f, p in invalid.problems],
+        "more_problems": invalid.more,
+    }
+
+
 def _explain_lines(e: HashExplanation) -> list[str]:
     seq = json.dumps(e.seq)
     if e.kind == "entry":
@@ -905,12 +934,7 @@ def report_check_json(check: ReportCheck, *, explain: bool = False) -> str:
     """One JSON object for scripts; ``explanations`` only with `explain`."""
     data: dict[str, Any]
     if check.invalid is not None:
-        data = {
-            "valid": False,
-            "field": check.invalid.field,
-            "problem": check.invalid.problem,
-            "findings": [],
-        }
+        data = {"valid": False, **invalid_report_dict(check.invalid), "findings": []}
     else:
         data = {
             "valid": True,
