@@ -20,11 +20,15 @@ def _call(name: str, **args: object):  # type: ignore[no-untyped-def]
     return load_trajectory([{"role": "model", "parts": parts}]).calls[0]
 
 
-def test_the_two_families_differ_only_by_update_topic() -> None:
+def test_the_two_families_differ_by_write_todos_alone() -> None:
+    # write_todos is registered for Gemini 2 models only (seen: a Gemini 3 model's call is
+    # "not found"); update_topic is declared to Gemini 3 models alone but run for every one.
     legacy, gemini3 = (load_profile(PROFILES, name) for name in FAMILIES)
-    assert set(gemini3.functions) - set(legacy.functions) == {"update_topic"}
-    assert set(legacy.functions) <= set(gemini3.functions)
-    assert all(legacy.functions[n] == gemini3.functions[n] for n in legacy.functions)
+    assert set(legacy.functions) - set(gemini3.functions) == {"write_todos"}
+    assert set(gemini3.functions) < set(legacy.functions)
+    assert all(legacy.functions[n] == gemini3.functions[n] for n in gemini3.functions)
+    assert legacy.patterns == gemini3.patterns
+    assert legacy.functions["update_topic"].action is ActionKind.SESSION
     assert "save_memory" not in gemini3.functions  # 0.61 has none
 
 
@@ -61,7 +65,7 @@ def test_edits_writes_and_commands_read_as_gemini_cli_declares_them(name: str) -
 @pytest.mark.parametrize("name", FAMILIES)
 def test_todos_plans_and_questions_are_session_actions_needing_no_permission(name: str) -> None:
     profile = load_profile(PROFILES, name)
-    for tool in ("write_todos", "ask_user", "enter_plan_mode", "activate_skill"):
+    for tool in ("update_topic", "ask_user", "enter_plan_mode", "activate_skill"):
         action = profile.normalise(_call(tool, todos=[]))
         assert action.kind is ActionKind.SESSION and action.permission is None
     assert profile.normalise(_call("save_memory", fact="x")).kind is ActionKind.UNKNOWN
