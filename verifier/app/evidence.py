@@ -352,9 +352,10 @@ def bundle_files(
         )
     }
     sessions = []
+    profiles: dict[str | None, tuple[Profile, str | None]] = {}  # read once per export
     for session_id in session_ids:
         base = f"sessions/{_dir_name(session_id)}/"
-        own = session_files(store, config, session_id, key)
+        own = session_files(store, config, session_id, key, profiles)
         files.update({base + name: data for name, data in own.items()})
         sessions.append(
             {"session_id": session_id, "dir": base, "report_included": REPORT_FILE in own}
@@ -384,10 +385,15 @@ def bundle_files(
 
 
 def session_files(
-    store: Store, config: Config, session_id: str, key: Ed25519PrivateKey
+    store: Store,
+    config: Config,
+    session_id: str,
+    key: Ed25519PrivateKey,
+    profiles: dict[str | None, tuple[Profile, str | None]] | None = None,
 ) -> dict[str, bytes]:
     """One session's files: its report as received (unless pruned), its record, its
-    actions, runs and test logs, and its signed statement."""
+    actions, runs and test logs, and its signed statement. `profiles`: the tool
+    profiles read so far, by name, kept across the sessions of one export."""
     listed = store.listed(session_id)
     runs = [_run_dict(run) for run in store.runs(session_id)]
     try:
@@ -411,7 +417,7 @@ def session_files(
     }
     if raw is not None:
         files[REPORT_FILE] = raw
-        files[ACTIONS_FILE] = _json_bytes(normalised_actions(raw, config))
+        files[ACTIONS_FILE] = _json_bytes(normalised_actions(raw, config, profiles))
     statement = delivery_statement(listed, runs, changes, verdict, included=raw is not None)
     payload = canonicalize(statement)
     signature = key.sign(pae(IN_TOTO_PAYLOAD_TYPE, payload))
@@ -461,20 +467,27 @@ def delivery_statement(
     }
 
 
-def normalised_actions(raw: bytes, config: Config) -> dict[str, Any]:
+def normalised_actions(
+    raw: bytes,
+    config: Config,
+    profiles: dict[str | None, tuple[Profile, str | None]] | None = None,
+) -> dict[str, Any]:
     """The trajectory's calls as the session's tool profile reads them (as the replay
-    check does): each call's normalised action beside the raw call."""
+    check does): each call's normalised action beside the raw call. `profiles` keeps
+    each profile read (or its refusal) by name, for the next session of an export."""
     try:
         report = parse_report(raw)
         trajectory = report.trajectory
     except InvalidReport as exc:  # stored before this verifier's contract: say so
         return {"profile": None, "error": str(exc), "actions": []}
     name = report.doc.agent.tool_profile
-    note = None
-    try:
-        profile = load_profile(config.profiles_dir, name)
-    except ConfigError as exc:
-        profile, note = Profile(name or "default"), f"{exc}: every call is unknown"
+    known = {} if profiles is None else profiles
+    if name not in known:
+        try:
+            known[name] = (load_profile(config.profiles_dir, name), None)
+        except ConfigError as exc:
+            known[name] = (Profile(name or "default"), f"{exc}: every call is unknown")
+    profile, note = known[name]
     actions = []
     for call in trajectory.calls:
         action = profile.normalise(call)

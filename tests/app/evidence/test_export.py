@@ -25,6 +25,7 @@ from verifier import cli
 from verifier.app import evidence
 from verifier.app.evidence import BundleSelection, key_fingerprint, load_key
 from verifier.config import EvidenceConfig
+from verifier.contract.profiles import Profile
 from verifier.errors import BadRequest, ConfigError, NotFound
 from verifier.moments import parse_moment
 
@@ -192,6 +193,26 @@ def test_the_actions_are_the_calls_normalised_by_the_tool_profile(bundle: bytes)
     assert replace["action"]["permission"] == "write"
     assert replace["location"] == "trajectory.contents.3.parts.0"
     assert replace["args"]["replacement"] == "    return a - b\n"
+
+
+def test_each_tool_profile_is_read_once_per_export_and_its_refusal_kept(
+    exported: Exported,
+) -> None:
+    profiles: dict[str | None, tuple[Profile, str | None]] = {}
+    first = evidence.normalised_actions(exported.reports["s-1"], exported.config, profiles)
+    again = evidence.normalised_actions(exported.reports["s-2"], exported.config, profiles)
+    assert (first["profile"], again["profile"]) == ("default", "default")
+    assert list(profiles) == ["default"] and first["profile_note"] is None
+    assert first == evidence.normalised_actions(exported.reports["s-1"], exported.config)
+    doc = json.loads(exported.reports["s-1"])
+    doc["agent"]["tool_profile"] = "no-such-profile"
+    unknown = json.dumps(doc).encode()
+    for _ in range(2):
+        actions = evidence.normalised_actions(unknown, exported.config, profiles)
+        assert actions["profile"] == "no-such-profile"
+        assert actions["profile_note"].endswith(": every call is unknown")
+        assert {a["action"]["kind"] for a in actions["actions"]} == {"unknown"}
+    assert sorted(profiles, key=str) == ["default", "no-such-profile"]
 
 
 def test_the_audit_package_alone_verifies_a_bundle(bundle: bytes, tmp_path: Path) -> None:
