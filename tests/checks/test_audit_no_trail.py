@@ -8,6 +8,7 @@ import json
 import pytest
 
 from tests.support.report_factory import make_report_bytes, report_dict
+from verifier.app import reportcheck
 from verifier.checks.audit import check, no_trail
 from verifier.config import AgentConfig, Config, RepositoryConfig
 from verifier.contract.profiles import load_profile
@@ -78,3 +79,12 @@ def test_a_report_without_a_trail_holds_no_entries(audit: dict[str, object]) -> 
 
 def test_a_recorded_trail_is_the_default() -> None:
     assert parse_report(make_report_bytes()).doc.audit.trail == "recorded"
+
+
+def test_report_check_offline_says_a_report_without_a_trail_cannot_be_judged_by_it() -> None:
+    raw = make_report_bytes(
+        audit=NONE, trajectory={"format": "gemini-contents", "contents": [CALL]}
+    )
+    checked = reportcheck.check_report(raw, Config().profiles_dir)
+    assert [f.code for f in checked.findings] == ["audit.no_trail"]
+    assert checked.exit_code == 1
