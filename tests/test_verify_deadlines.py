@@ -17,12 +17,15 @@ import pytest
 
 from tests.support.gitrepo import GitRepo
 from tests.support.sessions import PYTEST, fixed_session, to_bytes
+from verifier._internal.cancel import CancelToken
 from verifier.checks import registered
 from verifier.checks.base import Context
+from verifier.checks.tests.check import CHECK
 from verifier.config import Config, RepositoryConfig
 from verifier.contract.report import parse_report
 from verifier.findings import CheckResult, CheckStatus, DeliveryStatus, Verification
-from verifier.verify import DEADLINE_GRACE_S, verify
+from verifier.tasks import Task
+from verifier.verify import DEADLINE_GRACE_S, deadline_s, verify
 
 
 def verified(repo: GitRepo, **config: Any) -> Verification:
@@ -99,3 +102,22 @@ def test_a_check_that_ignores_its_deadline_is_left_behind(repo: GitRepo) -> None
     assert time.monotonic() - started < 0.5 + DEADLINE_GRACE_S + 30  # not the 60 s it blocks
     assert result.delivery_status is DeliveryStatus.INCONCLUSIVE
     assert [f.code for f in result.checks["audit"].findings] == ["audit.deadline_exceeded"]
+
+
+def test_the_tests_checks_deadline_counts_every_run_it_may_make(repo: GitRepo) -> None:
+    """The head's run and its reruns, and as many at the base under a differential run."""
+    report = parse_report(to_bytes(fixed_session(repo).report()))
+
+    def budget(task: Task | None = None, **keys: Any) -> float:
+        repo_config = RepositoryConfig("calc", path=repo.path, test_command=tuple(PYTEST), **keys)
+        config = Config(repositories={"calc": repo_config}, check_deadline=10.0)
+        context = Context(
+            report, config, repo_config, repo.path, tuple(PYTEST), 60.0, CancelToken()
+        )
+        context.task = task
+        return deadline_s(CHECK, context)
+
+    assert budget(flaky_reruns=0) == 60 + 10
+    assert budget() == 3 * 60 + 10  # flaky_reruns = 2 by default
+    assert budget(baseline="differential") == 5 * 60 + 10
+    assert budget(Task("t", fail_to_pass=("tests/test_calc.py::test_add",))) == 5 * 60 + 10

@@ -8,6 +8,7 @@ fails before and after any session (`tests/test_legacy.py::test_legacy`).
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -283,3 +284,49 @@ UNITTEST_CALC = (
     "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\n"
     "    def test_subtract(self):\n        self.assertEqual(subtract(5, 3), 2)\n"
 )
+
+
+def test_sessions_verified_at_once_on_one_base_test_it_once(tmp_path: Path) -> None:
+    """Six sessions on two bases, verified three at a time: two base runs, not six.
+
+    The suite counts its own runs in a file outside the copy (no sandbox, so it can),
+    a line per run naming the tree it ran on (the bug fixed or not).
+    """
+    runs = tmp_path / "runs.log"
+    counter = (
+        "\n\ndef test_count_the_run():\n"
+        "    import calc\n"
+        f"    with open({str(runs)!r}, 'a') as fh:\n"
+        "        fh.write(('head' if calc.subtract(5, 3) == 2 else 'base') + '\\n')\n"
+    )
+    reports: list[bytes] = []
+    repos: list[GitRepo] = []
+    for name in ("one", "two"):
+        repo = GitRepo(tmp_path / name)
+        tests = {"tests/test_calc.py": BASE["tests/test_calc.py"] + counter}
+        repo.commit({**BASE, **tests, "NOTES.md": f"# Notes {name} {tmp_path}\n"}, "base")
+        base = repo.head()
+        for i in range(3):
+            repo.git("reset", "-q", "--hard", base)
+            reports.append(session(repo, f"s-{name}-{i}", fix_turns()[:2]))
+            repos.append(repo)
+    task = Task("fix-sub", fail_to_pass=(SUBTRACT,))
+
+    def one(i: int) -> Verification:
+        cfg = RepositoryConfig(
+            "calc",
+            path=repos[i].path,
+            test_command=tuple(PYTEST),
+            test_timeout_s=60,
+        )
+        config = Config(repositories={"calc": cfg}, network_isolation="off")
+        return verify(parse_report(reports[i]), config, task=task)
+
+    with ThreadPoolExecutor(3) as pool:
+        verdicts = list(pool.map(one, range(len(reports))))
+    assert {v.delivery_status for v in verdicts} == {DeliveryStatus.DELIVERED}
+    lines = runs.read_text().split()
+    assert lines.count("base") == 2, lines
+    assert lines.count("head") == 6, lines
+    first = {classification(v)["base"]["cached_from"] for v in verdicts}
+    assert None in first and len(first - {None}) == 2  # one base run each, reused by the rest
