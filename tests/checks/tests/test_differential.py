@@ -330,3 +330,41 @@ def test_sessions_verified_at_once_on_one_base_test_it_once(tmp_path: Path) -> N
     assert lines.count("head") == 6, lines
     first = {classification(v)["base"]["cached_from"] for v in verdicts}
     assert None in first and len(first - {None}) == 2  # one base run each, reused by the rest
+
+
+JUNIT_RUNNER = """import calc
+import os
+
+cases = {"test_add": calc.add(2, 3) == 5, "test_subtract": calc.subtract(5, 3) == 2}
+os.makedirs("reports", exist_ok=True)
+with open("reports/junit.xml", "w") as fh:
+    fh.write("<testsuite>")
+    for name, ok in cases.items():
+        inner = "" if ok else "<failure message='wrong'/>"
+        fh.write(f"<testcase classname='calc.CalcTest' name='{name}'>{inner}</testcase>")
+    fh.write("</testsuite>")
+raise SystemExit(0 if all(cases.values()) else 1)
+"""
+
+
+def test_junit_reports_are_classified_by_classname_dot_name(tmp_path: Path) -> None:
+    """A runner of the repository's own that writes JUnit XML: its ids are JUnit's."""
+    repo = GitRepo(tmp_path / "junit")
+    repo.commit({**BASE, "run_tests.py": JUNIT_RUNNER, "NOTES.md": "# Notes\n"}, "base")
+    cfg = RepositoryConfig(
+        "calc",
+        path=repo.path,
+        test_command=("{python}", "run_tests.py"),
+        test_timeout_s=60,
+        results="junit",
+        results_junit=("reports/*.xml",),
+    )
+    task = Task("fix-sub", fail_to_pass=("calc.CalcTest.test_subtract",))
+    fixed = verify(parse_report(fixing(repo)), Config(repositories={"calc": cfg}), task=task)
+    assert fixed.delivery_status is DeliveryStatus.DELIVERED, fixed.to_dict()["checks"]["tests"]
+    assert classification(fixed)["tests"]["fixed"] == ["calc.CalcTest.test_subtract"]
+    repo.git("reset", "-q", "--hard", "HEAD~1")
+    notes = session(repo, "s-junit-notes", [model_turn(notes_edit())])
+    left = verify(parse_report(notes), Config(repositories={"calc": cfg}), task=task)
+    assert left.delivery_status is DeliveryStatus.NOT_DELIVERED
+    assert "tests.acceptance_not_fixed" in codes(left)
