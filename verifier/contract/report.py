@@ -263,8 +263,8 @@ class ClaimedChange(_Model):
     control character (C0 from U+0000 to U+001F, NUL, tab and newline included; DEL;
     C1 from U+0080 to U+009F; U+2028 or U+2029) makes the report invalid, the error
     naming the claim, the character and its offset (git allows such names; a session
-    cannot claim a change to one, as every face showing the path would have to defuse
-    it). A path that is
+    cannot claim a change to one, as every terminal, page or log showing the path would
+    have to defuse it). A path that is
     absolute or holds a `..` segment, a backslash or an empty segment is a broken
     promise, not an invalid report: the report is stored and the session is not
     delivered."""

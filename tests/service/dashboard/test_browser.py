@@ -1,15 +1,12 @@
 """The dashboard in a real browser: Debian's Chromium, driven by Playwright, against a
 real uvicorn server on the loopback and a seeded SQLite store.
 
-Chromium missing is a failure (CI installs it: see .ci/run), unless the machine opts
-out with VERIFIER_TEST_NO_BROWSER=1. Screenshots go to VERIFIER_TEST_ARTIFACTS
-(default: test-artifacts/ at the repository's root).
+Chromium (`tests.support.browser`) missing is a failure, unless the machine opts out
+with VERIFIER_TEST_NO_BROWSER=1.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,21 +15,11 @@ import httpx
 import pytest
 
 from tests.support.api import bearer, make_config, make_tokens, serve
+from tests.support.browser import artifacts, chromium
 from tests.support.dashboard_seed import RICH, XSS, seed
 from tests.support.pages import COLUMNS, pct, shown
-from tests.support.paths import ROOT
 from verifier.service.api import create_app
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 # Enough presses of Tab to pass the header, the filters, the tabs and the table headings.
 MAX_TABS = 80
 
@@ -49,30 +36,10 @@ CELLS_OUTSIDE = """table => {
 }"""
 
 
-def artifacts() -> Path:
-    where = Path(os.environ.get("VERIFIER_TEST_ARTIFACTS") or ROOT / "test-artifacts")
-    where.mkdir(parents=True, exist_ok=True)
-    return where
-
-
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    if os.environ.get("VERIFIER_TEST_NO_BROWSER") == "1":
-        pytest.skip("VERIFIER_TEST_NO_BROWSER=1: this machine opted out of the browser tests")
-    if not CHROMIUM.exists() or shutil.which(str(CHROMIUM)) is None:
-        pytest.fail(
-            f"the dashboard's browser test needs Chromium at {CHROMIUM}: install it with "
-            "`apt-get install chromium` (Debian's package; .ci/run does), or set "
-            "VERIFIER_TEST_NO_BROWSER=1 on a machine without it"
-        )
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with chromium() as launched:
+        yield launched
 
 
 @pytest.fixture

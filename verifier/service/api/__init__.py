@@ -25,7 +25,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from verifier import __version__
 from verifier.config import Config
-from verifier.service.api import errors, openapi
+from verifier.service.api import docs, errors, openapi
 from verifier.service.api.deps import ServiceState
 from verifier.service.api.routers import admin, operations, reports, sessions, tasks
 from verifier.service.dashboard import router as dashboard
@@ -55,14 +55,17 @@ def create_app(config: Config, queue: Queue | None = None) -> FastAPI:
     app = FastAPI(
         title="verifier",
         version=__version__,
-        description=__doc__,
         lifespan=lifespan,
+        # FastAPI's own pages load their assets from a CDN: `docs` serves them offline.
+        docs_url=None,
+        redoc_url=None,
         responses=errors.responses(500, 503),
     )
     errors.install(app)
     # The order of the routers is the order of the paths in the document.
     for group in (sessions, tasks, reports, admin, operations):
         app.include_router(group.router)
+    app.include_router(docs.router)
     app.include_router(dashboard)
     app.openapi = lambda: openapi.document(app)  # type: ignore[method-assign]
     return app
