@@ -163,6 +163,7 @@ OPERATIONS = {
 
 STATUSES = {
     "200": "The answer.",
+    "201": "Created.",
     "202": "Accepted: queued.",
     "400": "A parameter or field is not valid: `error.field` names it.",
     "401": "No token, or a token that is unknown, revoked or expired.",
