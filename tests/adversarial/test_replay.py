@@ -17,12 +17,14 @@ from typing import Any
 import pytest
 
 from tests.support.gitrepo import GitRepo
+from tests.support.messages import repetitions
 from tests.support.sessions import BASE, CALC, PYTEST, to_bytes
 from verifier._internal.snapshot import temp_parent
 from verifier.agent.harness import DEFAULT_TOOLS, ScriptedModel, Tool, call, model_turn, run_session
 from verifier.config import Config, RepositoryConfig
 from verifier.contract.report import parse_report
 from verifier.findings import CheckStatus, DeliveryStatus, Verification
+from verifier.formats.gate import finding_line
 from verifier.verify import Options, verify
 
 FIXED = CALC.replace("subtract(a, b):\n    return a + b", "subtract(a, b):\n    return a - b")
@@ -110,6 +112,11 @@ def test_an_edit_that_overwrote_the_wrong_range(notes: GitRepo) -> None:
     assert (notes.path / "NOTES.md").read_text() == "# Notes\n\nalpha\nbeta\nBETA\n"
     message = caught_by_replay_alone(v, "replay.mismatch")
     assert "first differing line: 4 (replayed 'BETA', found 'beta')" in message
+    # Where the replay stands is the request, said once; the path once.
+    assert message.startswith("NOTES.md: after call 'c1'") and message.count("NOTES.md") == 1
+    (finding,) = v.checks["replay"].findings
+    assert repetitions(message, finding) == []
+    assert repetitions(finding_line(finding), finding) == []
 
 
 def test_a_bounded_replace_carried_out_as_a_whole_file_write(notes: GitRepo) -> None:

@@ -14,9 +14,11 @@ import pytest
 from audit.recorder import dumps
 from audit.trailfile import check_trail_file
 from tests.support import geminicli
+from tests.support.messages import repetitions
 from verifier.config import Config
 from verifier.demo import page as demo_page
 from verifier.demo import run as demo
+from verifier.formats import gate as gate_formats
 from verifier.store import Store
 
 EXPECTED = {
@@ -44,6 +46,13 @@ def test_demo_verdicts_rates_and_a_deterministic_second_run(tmp_path: Path, caps
     # The whole-file write agrees with every hash and the tests: only the replay sees it.
     whole = next(v for v in first if v.session_id == "demo-08-whole-file")
     assert {name for name, check in whole.checks.items() if check.findings} == {"replay"}
+    # Every finding as a person reads it, in the message and the gate's line: its path
+    # once, no phrase said twice.
+    said = [f for v in first for check in v.checks.values() for f in check.findings]
+    assert len({f.code for f in said}) >= 6
+    for finding in said:
+        assert repetitions(finding.message, finding) == [], finding
+        assert repetitions(gate_formats.finding_line(finding), finding) == [], finding
 
     reports = sorted((tmp_path / "out" / "reports").glob("*.json"))
     before = {p.name: p.read_bytes() for p in reports}

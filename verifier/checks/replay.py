@@ -755,9 +755,10 @@ def _exact(path: str, steps: Sequence[Step], files: Files, budget: Budget) -> Fi
             return _divergence(path, step.action, where, state, recorded, files, "recorded effect")
     if not files.at_head(path, state.data):
         found = files.head_digest(path)
-        return _divergence(
-            path, last, f"the {files.head_label}", state, found, files, files.head_label
-        )
+        # Where the replay stands: after the last request applied (never "after the head
+        # commit the head commit differs").
+        where = "the last request" if last is None else _where(last)
+        return _divergence(path, last, where, state, found, files, files.head_label)
     return None
 
 

@@ -39,7 +39,7 @@ from verifier.app.gate import (
 from verifier.checks import registered
 from verifier.controls import escape_controls as shown
 from verifier.findings import Finding
-from verifier.formats.render import inert_json
+from verifier.formats.render import finding_message, finding_text, inert_json
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 # GitHub shows at most 10 annotations of each kind (error, warning, notice) per step,
@@ -97,8 +97,7 @@ def describe_selection(decision: Decision) -> str:
 
 def finding_line(finding: Finding) -> str:
     """One finding on one line: code, path, message, expected and found."""
-    where = f" {finding.path}" if finding.path else ""
-    line = f"{finding.code}{where}: {finding.message}"
+    line = finding_text(finding)
     if finding.expected is not None or finding.found is not None:
         line += f" (expected {_short(finding.expected)}, found {_short(finding.found)})"
     return shown(line)
@@ -543,7 +542,7 @@ def render_markdown(decision: Decision) -> str:
             s = d.session
             findings = "<br>".join(
                 f"{_code(f.code)}{' ' + _cell(f.path) if f.path else ''}: "
-                f"{_cell(_short(f.message, 200))}"
+                f"{_cell(_short(finding_message(f), 200))}"
                 for f in s.findings[:SUMMARY_FINDINGS]
             )
             if len(s.findings) > SUMMARY_FINDINGS:

@@ -130,6 +130,21 @@ def finding_short(finding: Finding) -> str:
     return f"{finding.code} {finding.path}" if finding.path else finding.code
 
 
+def finding_message(finding: Finding) -> str:
+    """The message to show beside the finding's path: without the path it starts with
+    (``calc.py: is not at head``, as the checks write them), so the path is said once."""
+    message = finding.message
+    if finding.path and message.startswith(f"{finding.path}: "):
+        return message[len(finding.path) + 2 :]
+    return message
+
+
+def finding_text(finding: Finding) -> str:
+    """Code, path and message on one line, the path said once."""
+    where = f" {finding.path}" if finding.path else ""
+    return f"{finding.code}{where}: {finding_message(finding)}"
+
+
 # -- one verification -----------------------------------------------------------------
 
 

@@ -146,7 +146,7 @@ def findings(events: Sequence[MonitorEvent], changed_data: str) -> list[Finding]
             Finding(
                 "tests.tampering_suspected",
                 f"the monitor saw {event.what}{where} in the test run: {event.detail}; "
-                "a person should judge whether this tampers with the test run",
+                "a person should judge whether this tampers with the tests",
                 path=event.file or None,
                 expected="no code reaching into the test machinery",
                 found=f"monitor: {event.what}{where}: {event.detail}",
