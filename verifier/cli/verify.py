@@ -1,4 +1,5 @@
-"""``verifier verify``: one session report verified, its verdict printed and stored."""
+"""``verifier verify``: one session report verified, its verdict printed and stored; or a
+batch of them (``--batch``), with one summary."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from verifier.app import batch as batch_app
 from verifier.app import pipeline
 from verifier.cli.options import config_option, emit, exit_with, format_option, progress
 from verifier.config import Config, parse_command
@@ -13,7 +15,19 @@ from verifier.formats import render
 
 
 @click.command("verify")
-@click.argument("report", metavar="REPORT|-")
+@click.argument("report", metavar="REPORT|-", required=False)
+@click.option(
+    "--batch",
+    "batch",
+    metavar="FILE.jsonl",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help='Verify many sessions: JSON lines, each a report or {"report": PATH}.',
+)
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    help="With --batch: sessions verified at once (default: the cores).",
+)
 @click.option(
     "--repo",
     "repo_path",
@@ -31,7 +45,9 @@ from verifier.formats import render
 @click.option("--no-store", is_flag=True, help="Print the verdict without storing it.")
 @format_option
 def verify_command(
-    report: str,
+    report: str | None,
+    batch: Path | None,
+    jobs: int | None,
     repo_path: Path | None,
     repo_name: str | None,
     config: Config,
@@ -40,7 +56,39 @@ def verify_command(
     no_store: bool,
     fmt: str,
 ) -> None:
-    """Verify one session report, print the verdict and store it."""
+    """Verify one session report, print the verdict and store it; or, with --batch, many
+    (the first session of each base first, so each base is tested once), and print one
+    summary: resolved (delivered) or not, per session and per task."""
+    if batch is not None:
+        if report is not None:
+            raise click.UsageError("give REPORT or --batch, not both")
+        given = [
+            name
+            for name, value in (
+                ("--repo", repo_path),
+                ("--repo-name", repo_name),
+                ("--test-command", test_command),
+                ("--test-timeout", test_timeout),
+            )
+            if value is not None
+        ]
+        if given:
+            raise click.UsageError(
+                f"{given[0]}: not with --batch (each report's repo.name decides)"
+            )
+        done = batch_app.verify_batch(
+            config,
+            batch,
+            jobs=jobs,
+            store=not no_store,
+            progress=None if fmt == "json" else progress,
+        )
+        emit(render.batch_json(done) if fmt == "json" else render.batch_text(done))
+        exit_with(done.exit_code)
+    if report is None:
+        raise click.UsageError("give a REPORT (or - for stdin), or --batch FILE.jsonl")
+    if jobs is not None:
+        raise click.UsageError("--jobs: only with --batch")
     command = parse_command(test_command, "--test-command") if test_command is not None else None
     outcome = pipeline.verify_file(
         config,

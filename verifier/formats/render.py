@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # the store loads SQLAlchemy, rich costs an import: neither i
     from audit.bundle import Verified
     from audit.trailfile import TrailCheck
     from verifier.app.adapters import Inventory, Scan, Shadow
+    from verifier.app.batch import Batch
     from verifier.app.evidence import Written
     from verifier.app.geminicli_hooks import Installed
     from verifier.app.reportcheck import HashExplanation, ReportCheck
@@ -1016,3 +1017,54 @@ def _declared(data: Mapping[str, Any]) -> str:
     if data["source"] == "file":
         return f"tasks file {escape_controls(str(data['path']))}"
     return f"store, {data['added_at']} by {escape_controls(str(data['added_by']))}"
+
+
+def batch_json(batch: Batch) -> str:
+    """A batch's summary and every session's outcome, in the order of the file."""
+    return dumps(batch.to_dict())
+
+
+def batch_text(batch: Batch) -> str:
+    """One line per session (its verdict, task, first finding or why it was refused), the
+    classification of its tests when the tests check made one, then the totals."""
+    data = batch.to_dict()
+    lines = []
+    for result in data["results"]:
+        name = escape_controls(str(result["session_id"] or result["source"]))
+        task = escape_controls(str(result["task_id"] or "-"))
+        if result["status"] == "refused":
+            error = result["error"]
+            why = f"{error['code']}: {escape_controls(str(error['problem']))}"
+        else:
+            first = result["first_finding"]
+            why = (
+                ""
+                if first is None
+                else escape_controls(f"{first['code']} {first.get('path') or ''}")
+            )
+        lines.append(f"{result['status']:<13} {name:<28} task {task:<20} {why}".rstrip())
+        classification = result.get("classification")
+        if isinstance(classification, Mapping):
+            counts = ", ".join(
+                f"{key.replace('_', ' ')} {len(value) if isinstance(value, list) else value}"
+                for key, value in classification.items()
+            )
+            lines.append(f"{'':<13} tests: {counts}")
+    judged = data["sessions"] - data["refused"]
+    rate = "-" if data["resolved_rate"] is None else f"{data['resolved_rate']:.0%}"
+    lines.append(
+        f"resolved {data['resolved']} of {judged} judged ({rate}); unresolved "
+        f"{data['unresolved']}, inconclusive {data['inconclusive']}, refused {data['refused']}"
+    )
+    per_task = [
+        f"{escape_controls(k)} {v['resolved']}/{v['sessions']}"
+        for k, v in data["tasks"].items()
+        if k
+    ]
+    if per_task:
+        lines.append("per task: " + ", ".join(per_task))
+    lines.append(
+        f"{data['sessions']} sessions on {data['bases']} bases, {data['jobs']} at a time, "
+        f"{data['seconds']:.1f} s"
+    )
+    return inert("\n".join(lines) + "\n")
