@@ -82,7 +82,9 @@ def test_a_batch_verifies_each_session_orders_them_by_base_and_sums_them_up(
     assert done.bases == 2
     assert done.tasks()["calc-sub"] == {"sessions": 3, "resolved": 2}
     assert done.results[1].outcome is not None
-    assert done.results[1].outcome.verification.first_finding.code == "tests.failed"  # type: ignore[union-attr]
+    # The wrong fix leaves the task's acceptance test failing: the operator's task counted.
+    first = done.results[1].outcome.verification.first_finding
+    assert first is not None and first.code == "tests.acceptance_not_fixed"
     refused = {r.entry.line: r.to_dict()["error"] for r in done.results if r.status == "refused"}
     assert "line 5: not JSON" in refused[5]["problem"]
     assert "cannot read report" in refused[6]["problem"]
@@ -104,7 +106,7 @@ def test_a_batch_verifies_each_session_orders_them_by_base_and_sums_them_up(
     assert "resolved 2 of 3 judged (67%)" in text and "per task: calc-sub 2/3" in text
     assert "6 sessions on 2 bases, 2 at a time" in text
     assert json.loads(render.batch_json(done))["results"][1]["first_finding"]["code"] == (
-        "tests.failed"
+        "tests.acceptance_not_fixed"
     )
 
 
