@@ -156,7 +156,9 @@ COMMANDS: dict[str, CommandInfo] = {
     "verify": CommandInfo(
         "verifier.cli.verify",
         "verify_command",
-        "Verify one session report, print the verdict and store it; or, with --batch, many (the first session of each base first, so each base is tested once), and print one summary: resolved (delivered) or not, per session and per task.",
+        "Verify one session report, print the verdict and store it; or, with --batch, many "
+        "(the first session of each base first, so each base is tested once), and print one "
+        "summary: resolved (delivered) or not, per session and per task.",
         shortened=True,
     ),
     "webhooks": CommandInfo(
