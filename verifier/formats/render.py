@@ -1043,13 +1043,9 @@ def batch_text(batch: Batch) -> str:
                 else escape_controls(f"{first['code']} {first.get('path') or ''}")
             )
         lines.append(f"{result['status']:<13} {name:<28} task {task:<20} {why}".rstrip())
-        classification = result.get("classification")
-        if isinstance(classification, Mapping):
-            counts = ", ".join(
-                f"{key.replace('_', ' ')} {len(value) if isinstance(value, list) else value}"
-                for key, value in classification.items()
-            )
-            lines.append(f"{'':<13} tests: {counts}")
+        classified = classification_line({"classification": result.get("classification")})
+        if classified:
+            lines.append(f"{'':<13} {classified}")
     judged = data["sessions"] - data["refused"]
     rate = "-" if data["resolved_rate"] is None else f"{data['resolved_rate']:.0%}"
     lines.append(
