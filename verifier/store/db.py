@@ -721,6 +721,7 @@ def _filter_conditions(filters: SessionFilter) -> list[ColumnElement[bool]]:
         SessionModel.delivery_status: filters.delivery_status,
         SessionModel.head_commit: filters.head_commit,
         SessionModel.branch: filters.branch,
+        SessionModel.task_id: filters.task,
     }
     conditions: list[ColumnElement[bool]] = [
         column == value for column, value in equal.items() if value is not None

@@ -240,6 +240,8 @@ class SessionFilter:
     # A search: part of the session id or the branch (any case), or the start of the
     # head or base commit.
     search: str | None = None
+    # The task the report names (`task_id`).
+    task: str | None = None
     # Sessions whose shown run (the verdict run, else the latest) has a finding of this
     # check, and of this code when given: the rows of `Store.failure_reasons`.
     check: str | None = None

@@ -14,6 +14,8 @@ from fastapi.testclient import TestClient
 
 from tests.support.dashboard_seed import XSS, ingest_at
 from tests.support.pages import api, by_id, list_ids, login
+from tests.support.report_factory import make_report_bytes
+from verifier.contract.report import parse_report
 from verifier.store import Store
 
 SQLITE_ONLY = pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
@@ -173,3 +175,25 @@ def test_the_list_is_behind_the_login_and_linked_from_every_page(
     login(client, tokens["read"])
     for path in ("/", "/sessions", "/sessions/a-1"):
         assert '<a href="/sessions">Sessions</a>' in client.get(path).text
+
+
+def test_the_task_filter_lists_the_sessions_naming_that_task_as_the_api_does(
+    client: TestClient, tokens: dict[str, str], db_url: str
+) -> None:
+    with Store.open(db_url) as store:
+        for sid, task in (("t-a", "fix-add"), ("t-b", "fix-add"), ("t-c", "other")):
+            raw = make_report_bytes(
+                sid,
+                task_id=task,
+                ended_at="2026-10-02T10:00:00Z",
+                started_at="2026-10-02T09:00:00Z",
+            )
+            store.ingest(parse_report(raw))
+    login(client, tokens["read"])
+    page = client.get("/sessions", params={"task": "fix-add"}).text
+    assert list_ids(page) == _api_ids(client, tokens["read"], task="fix-add") == ["t-b", "t-a"]
+    assert by_id(page, "session-count") == "2"
+    # The row links its task's list; the session page names it.
+    assert 'href="/sessions?task=other">other</a>' in client.get("/sessions?q=t-c").text
+    shown = client.get("/sessions/t-a").text
+    assert '<dd id="task-id"><a href="/sessions?task=fix-add">fix-add</a></dd>' in shown

@@ -113,6 +113,10 @@ def _filters(
             "start of the head or base commit.",
         ),
     ] = None,
+    task: Annotated[
+        str | None,
+        Query(pattern=NO_NUL, description="The task the report names (`task_id`)."),
+    ] = None,
     check: Annotated[
         str | None,
         Query(
@@ -142,6 +146,7 @@ def _filters(
         ended_from=ended_from,
         ended_to=ended_to,
         search=q or None,
+        task=task or None,
         check=check or None,
         code=code or None,
     )

@@ -345,8 +345,8 @@ class ListFilters:
     q: str | None = None
     check: str | None = None
     code: str | None = None
+    task: str | None = None
     cursor: str | None = None
-    # TODO(task filter): `task` joins these once sessions carry their task id.
 
     @classmethod
     def parse(cls, query: Mapping[str, str]) -> ListFilters:
@@ -379,6 +379,7 @@ class ListFilters:
             q=q,
             check=query.get("check") or None,
             code=query.get("code") or None,
+            task=query.get("task") or None,
             cursor=query.get("cursor") or None,
         )
         if preset is not None and (filters.day_from or filters.day_to):
@@ -405,6 +406,7 @@ class ListFilters:
             "to": self.day_to,
             "check": self.check,
             "code": self.code,
+            "task": self.task,
         }
         values.update(changes)
         return {k: str(v) for k, v in values.items() if v is not None}
@@ -425,6 +427,7 @@ class ListFilters:
             ended_from=ended_from,
             ended_to=ended_to,
             search=self.q,
+            task=self.task,
             check=self.check,
             code=self.code,
         )
