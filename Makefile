@@ -10,6 +10,11 @@ VERIFIER_TEST_POSTGRES_URL ?= postgresql+psycopg://postgres@127.0.0.1:5432/test
 # pytest-xdist workers: the suite waits on subprocesses and servers more than it computes,
 # so twice the cores of this 2-core machine (measured: 3 and 4 alike, 8 slower).
 TEST_WORKERS ?= 4
+# gemini-cli, pinned (verifier/app/geminicli_hooks.py names the same release), for the
+# end-to-end tests of its hooks: npm installs it into the ignored .tools/, so `make test`
+# runs them.
+GEMINI_CLI_VERSION := 0.61.0
+GEMINI_CLI := .tools/gemini-cli/node_modules/.bin/gemini
 
 .PHONY: install demo test check lint bench docs schema clean
 
@@ -24,7 +29,10 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/verifier demo
 
-test: $(STAMP)
+$(GEMINI_CLI):
+	npm install --prefix .tools/gemini-cli --no-audit --no-fund --loglevel=error @google/gemini-cli@$(GEMINI_CLI_VERSION)
+
+test: $(STAMP) $(GEMINI_CLI)
 	VERIFIER_TEST_POSTGRES_URL='$(VERIFIER_TEST_POSTGRES_URL)' $(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 # The quick loop: lint, then the tests of what the change touches (tests/support/affected.py

@@ -1,7 +1,7 @@
 """The real gemini-cli for end-to-end tests: where it is, and a headless run of scripted turns.
 
-`.ci/run` installs the pinned release into ``.tools/gemini-cli`` of the checkout;
-``VERIFIER_GEMINI_CLI`` may name another ``gemini`` binary of that release
+`make test` (and so `.ci/run`) installs the pinned release into ``.tools/gemini-cli``
+of the checkout; ``VERIFIER_GEMINI_CLI`` may name another ``gemini`` binary of that release
 (`verifier.app.geminicli_hooks.find_gemini_cli` looks). When it is missing the
 tests that need it skip with the reason, except in CI (``CI`` set), where they
 fail: CI must never pass without running them. The scripted run and its turns are
