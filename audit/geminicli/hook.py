@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from audit import _worktree
+from audit.geminicli.release import AGENT_NAME, RELEASE, tool_profile
 
 if TYPE_CHECKING:
     from audit.geminicli.transcript import Transcript
@@ -69,8 +70,6 @@ if TYPE_CHECKING:
 
 __all__ = ["AGENT_NAME", "FILE_TOOLS", "READ_ONLY_TOOLS", "handle", "main", "tool_profile"]
 
-AGENT_NAME = "gemini-cli"
-RELEASE = "0.61"
 #: The tools that write one file, and the argument naming it.
 FILE_TOOLS = {"write_file": "file_path", "replace": "file_path"}
 #: The tools of 0.61 that change no file of the repository (they read, search, ask, plan
@@ -99,18 +98,10 @@ READ_ONLY_TOOLS = frozenset(
         "tracker_visualize",
     )
 )
-# gemini-cli's `isGemini3Model`: its tool declarations differ by model family.
-_GEMINI_3 = re.compile(r"^gemini-3(\.|-|$)")
 _SESSION_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 _STATE_VERSION = 1
 # How long ``install --verify``'s verification may take before the hook gives up on it.
 VERIFY_TIMEOUT_S = 900
-
-
-def tool_profile(model: str | None) -> str:
-    """The tool profile of the declarations gemini-cli 0.61 gives `model`."""
-    family = "gemini-3" if model and _GEMINI_3.match(model.strip()) else "legacy"
-    return f"gemini-cli-{RELEASE}-{family}"
 
 
 class HookError(Exception):

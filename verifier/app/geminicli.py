@@ -24,23 +24,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from audit.geminicli import Transcript, read_transcript
+from audit.geminicli.release import AGENT_NAME, tool_profile
 from verifier._internal.git import Git
 from verifier._internal.repository import Repository
 from verifier.checks import editmatch
 from verifier.config import Config
 from verifier.contract.report import Report, parse_report
 from verifier.errors import ConfigError, InfrastructureError
-
-AGENT_NAME = "gemini-cli"
-RELEASE = "0.61"
-# gemini-cli's `isGemini3Model` on a resolved model id.
-GEMINI_3 = re.compile(r"^gemini-3(\.|-|$)")
 
 
 @dataclass(frozen=True)
@@ -53,12 +48,6 @@ class Imported:
     @property
     def raw(self) -> bytes:
         return self.report.raw
-
-
-def tool_profile(model: str | None) -> str:
-    """The profile of the declarations gemini-cli 0.61 gives `model` (`getToolFamily`)."""
-    family = "gemini-3" if model and GEMINI_3.match(model.strip()) else "legacy"
-    return f"gemini-cli-{RELEASE}-{family}"
 
 
 def import_transcript(
