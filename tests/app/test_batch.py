@@ -122,3 +122,39 @@ def test_a_batch_file_is_read_line_by_line_and_an_empty_one_is_refused(tmp_path:
     path.write_text("\n\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="holds no session"):
         read_batch(path, 1000)
+
+
+def test_fifty_sessions_on_five_bases_test_each_base_once(repo: GitRepo, tmp_path: Path) -> None:
+    """The issue's figure: a batch of 50 sessions on 5 bases runs the base tests 5 times.
+
+    Each verification says where its base run came from (`cached_from`: None when it
+    ran); exactly one session per base ran it, and the other nine reused that run.
+    """
+    cfg = config(repo, tmp_path)
+    tasks.add(cfg, "calc-sub", fail_to_pass=["tests/test_calc.py::test_subtract"], actor="t")
+    lines: list[str] = []
+    base_of: dict[str, str] = {}
+    for b in range(5):
+        repo.commit({"README.md": f"calc, base {b}\n"}, f"base {b}")
+        base = repo.head()
+        for i in range(10):
+            repo.git("reset", "-q", "--hard", base)
+            report = fixed_session(repo, f"s-{b}-{i}").report()
+            report["task_id"] = "calc-sub"
+            lines.append(to_bytes(report).decode())
+            base_of[f"s-{b}-{i}"] = base
+        repo.git("reset", "-q", "--hard", base)
+    batch_file = tmp_path / "fifty.jsonl"
+    batch_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    done = verify_batch(cfg, batch_file, jobs=2, progress=lambda _: None)
+
+    assert done.counts()["resolved"] == 50 and done.bases == 5
+    ran: dict[str, list[str]] = {}
+    for result in done.results:
+        assert result.outcome is not None and result.entry.session_id is not None
+        tests = result.outcome.verification.checks["tests"]
+        if tests.details["classification"]["base"]["cached_from"] is None:
+            ran.setdefault(base_of[result.entry.session_id], []).append(result.entry.session_id)
+    assert sorted(ran) == sorted(set(base_of.values()))  # every base ran once...
+    assert all(len(sessions) == 1 for sessions in ran.values()), ran  # ... and only once
