@@ -107,6 +107,10 @@ def test_a_report_naming_an_undeclared_task_is_a_422_and_nothing_is_stored(
     accepted = client.post("/v1/sessions", content=report, headers=ingest)
     assert accepted.status_code == 202, accepted.text
     assert queue.jobs == [("s-task", "ingest")]
+    shown = client.get("/v1/sessions/s-task", headers=admin).json()
+    assert shown["task_id"] == "calc-7"
+    listed = client.get("/v1/sessions", params={"task": "calc-7"}, headers=admin).json()
+    assert [(x["session_id"], x["task_id"]) for x in listed["sessions"]] == [("s-task", "calc-7")]
 
 
 def test_the_tasks_file_wins_and_its_tasks_cannot_be_posted(

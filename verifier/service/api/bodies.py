@@ -116,6 +116,11 @@ class RunSummary(_Open):
 class SessionSummary(_Open):
     session_id: str
     url: str
+    task_id: str | None = Field(
+        default=None,
+        description="The task the report names (GET /v1/tasks/{task_id} shows what it must "
+        "achieve); null when it names none.",
+    )
     agent_status: str = Field(description="The agent's own status, canonical (done, ...).")
     raw_agent_status: str = Field(description="The status as the report wrote it.")
     done: bool

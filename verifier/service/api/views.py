@@ -33,6 +33,7 @@ def _summary_fields(listed: Listed) -> dict[str, Any]:
     return {
         "session_id": s.session_id,
         "url": session_url(s.session_id),
+        "task_id": s.task_id,
         "agent_status": s.status,
         "raw_agent_status": s.raw_status,
         "done": s.done,
