@@ -38,7 +38,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name not in __all__:
-        raise AttributeError(f"module 'audit.geminicli' has no attribute {name!r}")
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module("audit.geminicli.transcript"), name)
     globals()[name] = value
     return value

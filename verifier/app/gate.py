@@ -33,7 +33,7 @@ import enum
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -123,6 +123,19 @@ class StandingOverride:
     reason: str | None = None
 
 
+# How many not-delivered sessions the gate reads the classification of (text shows a few).
+CLASSIFIED_SESSIONS = 20
+
+
+def classification_of(checks: object) -> dict[str, Any] | None:
+    """The tests check's classification from a run's ``checks`` (stored or as the API
+    answers), None when the run made none."""
+    tests = checks.get("tests") if isinstance(checks, dict) else None
+    details = tests.get("details") if isinstance(tests, dict) else None
+    found = details.get("classification") if isinstance(details, dict) else None
+    return found if isinstance(found, dict) else None
+
+
 @dataclass(frozen=True)
 class GateSession:
     """One selected session as the gate sees it, from a store or a server."""
@@ -140,6 +153,9 @@ class GateSession:
     # The run the verdict comes from (the latest conclusive, else the latest) and its findings.
     run_id: int | None = None
     findings: tuple[Finding, ...] = ()
+    # The tests check's classification against the base in that run (a differential run
+    # or a task's acceptance tests), read for the sessions that did not simply pass.
+    classification: dict[str, Any] | None = None
 
     @property
     def effective_status(self) -> str:
@@ -460,6 +476,16 @@ class StoreSource:
             session_id: self._session(store, line, findings.get(line.run_id or 0, ()))
             for session_id, line in lines.items()
         }
+        # The classification is in the run's result, read only for the few sessions a
+        # person is shown (not delivered, and not many): the gate's decision never needs it.
+        unclear = [
+            s for s in found.values() if s.run_id is not None and s.computed_status != "delivered"
+        ]
+        for session in unclear[:CLASSIFIED_SESSIONS]:
+            run = next((r for r in store.runs(session.session_id) if r.id == session.run_id), None)
+            if run is not None:
+                classified = classification_of(run.result.get("checks"))
+                found[session.session_id] = replace(session, classification=classified)
         return _complete(found, selection)
 
     def knows_repository(self, history: Sequence[str]) -> bool:
@@ -706,6 +732,7 @@ def session_from_api(body: dict[str, Any], *, with_findings: bool) -> GateSessio
             )
         ended = body.get("ended_at")
         run_id = body.get("verdict_run_id") or body.get("latest_run_id")
+        classification = classification_of(body.get("checks")) if with_findings else None
         return GateSession(
             session_id=str(body["session_id"]),
             computed_status=str(body["delivery_status"]),
@@ -718,6 +745,7 @@ def session_from_api(body: dict[str, Any], *, with_findings: bool) -> GateSessio
             ended_at=None if not ended else datetime.fromisoformat(str(ended)),
             run_id=run_id if isinstance(run_id, int) else None,
             findings=tuple(findings),
+            classification=classification,
         )
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise SourceUnavailable(

@@ -213,6 +213,9 @@ def render_text(decision: Decision, width: int | None = None) -> str:
             by = f" by {s.override.author}" if s.override.author else ""
             why = f": {s.override.reason}" if s.override.reason else ""
             console.print(f"  override {esc(s.override.status)}{esc(by)}{esc(why)}")
+        classified = render.classification_line({"classification": s.classification})
+        if classified:
+            console.print(f"  tests {esc(classified)}")
         for finding in s.findings[:TEXT_FINDINGS]:
             console.print(f"  - {esc(finding_line(finding))}")
         if len(s.findings) > TEXT_FINDINGS:
@@ -271,6 +274,7 @@ def _session_dict(d: SessionDecision) -> dict[str, Any]:
         "ended_at": None if s.ended_at is None else s.ended_at.isoformat(),
         "run_id": s.run_id,
         "findings": [f.to_dict() for f in s.findings],
+        "classification": s.classification,
     }
 
 
