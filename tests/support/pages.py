@@ -75,7 +75,7 @@ def period_rows(page: str) -> dict[str, list[str]]:
     """The figures behind the chart: {period: [sessions, done rate, delivered rate, silent]}."""
     rows = {}
     for label, body in re.findall(
-        r'<tr><th scope="row">([^<]*)</th>(.*?)</tr>', table(page, "by-period"), re.S
+        r'<tr><th scope="row"[^>]*>([^<]*)</th>(.*?)</tr>', table(page, "by-period"), re.S
     ):
         rows[label] = [html.unescape(c) for c in re.findall(r"<td[^>]*>([^<]*)</td>", body)]
     return rows
