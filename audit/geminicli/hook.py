@@ -40,6 +40,11 @@ the effects, the head is the commit when the session committed past the base
 and left a clean tree, else the working tree; usage is the transcript's token
 counts. A tool event imports little (see below): the hook's start is the cost of every
 tool call.
+
+With ``install --server URL --token-env VAR [--key PATH]`` (`audit.geminicli.server`),
+each entry goes to the service's witness once it is fsynced, and the report is signed
+and posted; the token is read from ``$VAR`` at run time, and a failure is counted in
+the report (``extensions.recorder.witness``, ``upload.json``), never stops the session.
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from audit import _worktree
+from audit.geminicli import server
 from audit.geminicli.release import AGENT_NAME, RELEASE, tool_profile
 
 if TYPE_CHECKING:
@@ -175,6 +181,7 @@ class _Session:
         self.folder = git_dir / "verifier" / session_id
         self.trail = self.folder / "trail.jsonl"
         self.state_path = self.folder / "state.json"
+        self.witness_down = False  # a witness post failed in this event: no more tries
 
     @classmethod
     def of(cls, event: Mapping[str, Any]) -> _Session:
@@ -233,6 +240,7 @@ class _Session:
             "next": 0,
             "ended": None,
             "agent": _agent_process(),
+            **server.start(settings),
         }
         entry = self._append(state, {"kind": "session_start"}, now)
         state["started_at"] = entry["ts"]
@@ -359,11 +367,16 @@ class _Session:
                 "gemini_cli": {"end": how, "release": RELEASE, "hook_errors": self._errors()}
             },
         }
+        recorder = server.witness_extension(state)
+        if recorder is not None:
+            report["extensions"]["recorder"] = recorder
         if task is not None:
             report["task"] = task
         if final_text is not None:
             report["final_text"] = final_text
-        _write_durably(self.folder / "report.json", canonicalize(report))
+        raw = canonicalize(server.sign_report(report, state.get("signing")))
+        _write_durably(self.folder / "report.json", raw)
+        server.post_report(state, raw, self.folder)
 
     def verdict(self, state: Mapping[str, Any]) -> dict[str, str]:
         """``verifier verify`` on the report, when install asked for it (``--verify``)."""
@@ -429,6 +442,9 @@ class _Session:
         state["seq"] += 1
         state["prev"] = entry["hash"]
         state["last_ts"] = ts
+        if state.get("server") is not None:
+            taken = server.witness(state, self.trail, entry, down=self.witness_down)
+            self.witness_down = self.witness_down or not taken
         return entry
 
     def _scope(self, tool: str, args: Mapping[str, Any]) -> list[str] | None:

@@ -5,6 +5,8 @@ kept byte for byte."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import shlex
 import subprocess
 import sys
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.gitrepo import GitRepo
+from tests.support.trust import ed25519_pem
 from verifier.app import geminicli_hooks as hooks
 from verifier.errors import ConfigError
 
@@ -49,10 +52,7 @@ def test_install_writes_every_event_and_hides_the_file_from_git(repo: GitRepo) -
 def test_install_merges_with_the_users_settings_and_uninstall_restores_them_exactly(
     tmp_path: Path,
 ) -> None:
-    repo = GitRepo(tmp_path / "r")
-    repo.commit({"a.txt": "a\n"})
-    (repo.path / ".gemini").mkdir()
-    (repo.path / ".gemini" / "settings.json").write_bytes(USER_SETTINGS)
+    repo = _with_user_settings(tmp_path)
     (repo.path / ".git" / "info").mkdir(exist_ok=True)
     exclude = repo.path / ".git" / "info" / "exclude"
     exclude.write_bytes(b"# mine\n*.log")  # no final newline: kept as it was
@@ -174,3 +174,120 @@ def test_install_writes_the_repository_name_the_hook_will_report_and_uninstall_r
     assert done.reports == repo.path / ".git" / "verifier"
     hooks.uninstall(repo.path)
     assert not settings.exists()
+
+
+def _ed25519_pem(path: Path, mode: int = 0o600) -> Path:
+    ed25519_pem(path, mode)
+    return path
+
+
+def _with_user_settings(tmp_path: Path) -> GitRepo:
+    repo = GitRepo(tmp_path / "r")
+    repo.commit({"a.txt": "a\n"})
+    (repo.path / ".gemini").mkdir()
+    (repo.path / ".gemini" / "settings.json").write_bytes(USER_SETTINGS)
+    return repo
+
+
+def test_install_with_a_server_writes_its_url_and_the_tokens_variable_name_and_keeps_the_rest(
+    tmp_path: Path,
+) -> None:
+    repo = _with_user_settings(tmp_path)
+    key = _ed25519_pem(tmp_path / "gemini-cli.pem")
+    done = hooks.install(
+        repo.path,
+        repo_name="calc",
+        server="https://verifier.example/",
+        token_env="GEMINI_CLI_VERIFIER_TOKEN",
+        signing_key=key,
+        key_id="laptop-1",
+    )
+    assert (done.server, done.token_env, done.signing_key) == (
+        "https://verifier.example",
+        "GEMINI_CLI_VERIFIER_TOKEN",
+        key.resolve(),
+    )
+    hook_settings = repo.path / ".git" / "verifier" / "hook.json"
+    assert json.loads(hook_settings.read_text()) == {
+        "v": 1,
+        "repo_name": "calc",
+        "server": {"url": "https://verifier.example", "token_env": "GEMINI_CLI_VERIFIER_TOKEN"},
+        "signing": {"key": str(key.resolve()), "key_id": "laptop-1"},
+    }
+    settings = _settings(repo)
+    assert settings["model"] == {"name": "gemini-2.5-pro"}  # the user's, kept
+    assert settings["hooks"]["BeforeTool"][0]["hooks"][0]["command"] == "./lint.sh"
+    assert "verifier.example" not in json.dumps(settings)  # the server is the hook's setting
+    hooks.uninstall(repo.path)
+    assert (repo.path / ".gemini" / "settings.json").read_bytes() == USER_SETTINGS
+    assert not hook_settings.exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "problem"),
+    [
+        ({"server": "https://v.example"}, "--token-env VAR: missing"),
+        ({"token_env": "T"}, "--server URL: missing"),
+        ({"server": "ftp://v.example", "token_env": "T"}, "expected http(s)://"),
+        ({"server": "https://u:p@v.example", "token_env": "T"}, "holds credentials"),
+        ({"server": "https://v.example", "token_env": "A-B"}, "not an environment variable"),
+        ({"key_id": "k"}, "--key-id: needs --key PATH"),
+    ],
+)
+def test_server_options_that_cannot_work_are_refused_before_anything_is_written(
+    repo: GitRepo, options: dict, problem: str
+) -> None:
+    with pytest.raises(ConfigError, match=re.escape(problem)):
+        hooks.install(repo.path, **options)
+    assert not (repo.path / ".gemini").exists()
+
+
+def test_a_signing_key_the_hook_could_not_use_is_refused_at_install(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    open_key = _ed25519_pem(tmp_path / "open.pem", mode=0o644)
+    with pytest.raises(ConfigError, match=r"--key .*readable by others \(mode 0644"):
+        hooks.install(repo.path, signing_key=open_key)
+    not_pem = tmp_path / "not.pem"
+    not_pem.write_text("hello\n")
+    not_pem.chmod(0o600)
+    with pytest.raises(ConfigError, match="not an unencrypted PEM private key"):
+        hooks.install(repo.path, signing_key=not_pem)
+    with pytest.raises(ConfigError, match="cannot be read"):
+        hooks.install(repo.path, signing_key=tmp_path / "missing.pem")
+
+
+def _cli(repo: GitRepo, *options: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "verifier",
+            "gemini-cli",
+            "install",
+            "--repo",
+            str(repo.path),
+            *options,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_the_cli_refuses_a_token_variable_that_is_not_set_naming_the_option(
+    repo: GitRepo,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "GEMINI_CLI_VERIFIER_TOKEN"}
+    server = ("--server", "http://127.0.0.1:9")
+    done = _cli(repo, *server, "--token-env", "GEMINI_CLI_VERIFIER_TOKEN", env=env)
+    assert done.returncode == 2
+    assert "'--token-env'" in done.stderr and "$GEMINI_CLI_VERIFIER_TOKEN is not set" in done.stderr
+    assert not (repo.path / ".gemini").exists()
+    # Set, it installs; a name gemini-cli may withhold from hooks gets a note.
+    done = _cli(repo, *server, "--token-env", "MY_TOKEN", env={**env, "MY_TOKEN": "vrf_x"})
+    assert done.returncode == 0, done.stderr
+    assert "withholds $MY_TOKEN" in done.stderr
+    assert "vrf_x" not in (repo.path / ".git" / "verifier" / "hook.json").read_text()

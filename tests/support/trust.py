@@ -60,3 +60,13 @@ def trail(session_id: str = "s-1", n: int = 3) -> list[dict[str, Any]]:
     ]
     bodies.append({"kind": "session_end", "ts": TS.format(n - 1), "status": "done"})
     return seal(session_id, bodies)
+
+
+def ed25519_pem(path: Path, mode: int = 0o600) -> Ed25519PrivateKey:
+    """A new Ed25519 key written to `path` as an unencrypted PEM (as openssl genpkey does)."""
+    from cryptography.hazmat.primitives.serialization import NoEncryption, PrivateFormat
+
+    key = Ed25519PrivateKey.generate()
+    path.write_bytes(key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()))
+    path.chmod(mode)
+    return key

@@ -21,14 +21,18 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shlex
 import shutil
 import sys
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from audit.errors import SignatureError
+from audit.geminicli.server import load_signer
 from verifier._internal.git import Git
 from verifier.app.geminicli import repo_name_of
 from verifier.config import Config
@@ -44,6 +48,7 @@ __all__ = [
     "gemini_cli_version",
     "hook_command",
     "install",
+    "install_notes",
     "uninstall",
     "verify_command",
 ]
@@ -77,6 +82,9 @@ class Installed:
     settings_action: str  # "created", "merged", "restored", "removed", "unchanged"
     exclude_action: str  # "added", "present", "restored", "removed", "unchanged"
     repo_name: str | None = None  # what the reports will name the repository (install)
+    server: str | None = None  # where entries are witnessed and reports posted (install)
+    token_env: str | None = None  # the variable holding the ingest token (its name only)
+    signing_key: Path | None = None  # the Ed25519 key the reports are signed with
 
     @property
     def reports(self) -> Path:
@@ -86,6 +94,9 @@ class Installed:
     def as_dict(self) -> dict[str, str | None]:
         return {
             "repo_name": self.repo_name,
+            "server": self.server,
+            "token_env": self.token_env,
+            "signing_key": None if self.signing_key is None else str(self.signing_key),
             "reports": str(self.reports),
             "root": str(self.root),
             "settings": str(self.settings),
@@ -146,6 +157,10 @@ def install(
     config: Config | None = None,
     repo_name: str | None = None,
     verify: Sequence[str] | None = None,
+    server: str | None = None,
+    token_env: str | None = None,
+    signing_key: Path | None = None,
+    key_id: str | None = None,
     python: str | None = None,
 ) -> Installed:
     """Merge our hooks into `repo`'s ``.gemini/settings.json`` and exclude that file from git.
@@ -157,7 +172,17 @@ def install(
     report as the session ends and show the verdict to the gemini-cli user. Installing
     twice replaces our entries, never duplicates them; the state kept from the
     first install (what the files held before us) stays.
+
+    `server` (the service's base URL) and `token_env` (the *name* of the variable
+    that will hold the ingest token when gemini-cli runs) have the hook post each
+    trail entry to the witness and the report at the end; `signing_key` (an Ed25519
+    PEM private key, mode 0600) and `key_id` have it sign the report. The token is
+    never written: the hook reads the variable at run time.
     """
+    hook_server = _server_settings(server, token_env)
+    signing = _signing_settings(signing_key, key_id)
+    if signing_key is not None:
+        signing_key = signing_key.resolve()
     root, git_dir, exclude = _locate(repo)
     if repo_name is None:
         repo_name = root.name if config is None else repo_name_of(config, root)
@@ -191,10 +216,69 @@ def install(
     hook_settings: dict[str, Any] = {"v": 1, "repo_name": repo_name}
     if verify is not None:
         hook_settings["verify"] = list(verify)
+    if hook_server is not None:
+        hook_settings["server"] = hook_server
+    if signing is not None:
+        hook_settings["signing"] = signing
     _write_atomic(state_dir / HOOK_SETTINGS, (json.dumps(hook_settings) + "\n").encode())
     return Installed(
-        root, settings, exclude, state_path, settings_action, exclude_action, repo_name
+        root,
+        settings,
+        exclude,
+        state_path,
+        settings_action,
+        exclude_action,
+        repo_name,
+        server=None if hook_server is None else hook_server["url"],
+        token_env=token_env,
+        signing_key=signing_key,
     )
+
+
+def _server_settings(server: str | None, token_env: str | None) -> dict[str, str] | None:
+    """The hook's ``server`` settings: the URL and the name of the token's variable."""
+    if server is None and token_env is None:
+        return None
+    if server is None or not token_env:
+        missing = "--server URL" if server is None else "--token-env VAR"
+        raise ConfigError(
+            f"{missing}: missing; --server and --token-env go together (the ingest token is "
+            "read from the variable when gemini-cli runs the hook)"
+        )
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", token_env):
+        raise ConfigError(f"--token-env {token_env!r}: not an environment variable's name")
+    parts = urllib.parse.urlsplit(server)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query:
+        raise ConfigError(f"--server {server!r}: expected http(s)://host[:port][/path]")
+    if parts.username or parts.password:
+        raise ConfigError("--server: the URL holds credentials; the token goes in --token-env")
+    return {"url": server.rstrip("/"), "token_env": token_env}
+
+
+def _signing_settings(key: Path | None, key_id: str | None) -> dict[str, str | None] | None:
+    """The hook's ``signing`` settings, once the key loads as the hook will load it."""
+    if key is None:
+        if key_id is not None:
+            raise ConfigError("--key-id: needs --key PATH (the Ed25519 key it names)")
+        return None
+    path = key.resolve()
+    try:
+        load_signer(path, key_id)
+    except SignatureError as exc:
+        raise ConfigError(f"--key {str(key)!r}: {exc}") from None
+    return {"key": str(path), "key_id": key_id}
+
+
+def install_notes(installed: Installed) -> list[str]:
+    """What the user should know about what `install` configured."""
+    var = installed.token_env
+    if var is None or var.upper().startswith("GEMINI_CLI_"):
+        return []
+    return [
+        f"note: gemini-cli {GEMINI_CLI_VERSION} withholds ${var} from its hooks when its "
+        "environment redaction is on (security.environmentVariableRedaction, and always "
+        "under GitHub Actions); a name starting with GEMINI_CLI_ is always passed"
+    ]
 
 
 def uninstall(repo: Path) -> Installed:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -89,25 +90,65 @@ REPO_HELP = "The repository (any folder of its work tree; default: the current f
     help="Verify each session's report as it ends and show the verdict to the gemini-cli "
     "user (runs the tests; this configuration).",
 )
+@click.option(
+    "--server",
+    metavar="URL",
+    help="The verifier service: each trail entry goes to its witness as it is written, "
+    "and the report is posted at the end (needs --token-env).",
+)
+@click.option(
+    "--token-env",
+    metavar="VAR",
+    help="The environment variable holding the ingest token when gemini-cli runs (its "
+    "name is written, never the token; it must be set now too).",
+)
+@click.option(
+    "--key",
+    "signing_key",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Sign each report with this Ed25519 PEM private key (mode 0600).",
+)
+@click.option("--key-id", metavar="ID", help="The signature's key_id (default: none).")
 @format_option
 @config_option
 def install_command(
-    repo_path: Path, repo_name: str | None, verify: bool, fmt: str, config: Config
+    repo_path: Path,
+    repo_name: str | None,
+    verify: bool,
+    server: str | None,
+    token_env: str | None,
+    signing_key: Path | None,
+    key_id: str | None,
+    fmt: str,
+    config: Config,
 ) -> None:
     """Record the repository's gemini-cli sessions: our hooks into its .gemini/settings.json.
 
     The user's settings and hooks are kept; /.gemini/settings.json goes into
     .git/info/exclude so that it is never the session's change. Each session's
     report, trail and transcript are written under <git-dir>/verifier/<session>/
-    (docs/gemini-cli.md). Exit 0 installed, 2 a settings file that cannot be merged.
+    (docs/gemini-cli.md). Exit 0 installed, 2 a settings file that cannot be merged
+    or an option that cannot work (--token-env naming a variable that is not set).
     """
+    if token_env and not os.environ.get(token_env):
+        raise click.BadParameter(
+            f"${token_env} is not set: set it to an ingest token (verifier token create "
+            "--scope ingest --agent gemini-cli) here and where gemini-cli runs",
+            param_hint="'--token-env'",
+        )
     installed = geminicli_hooks.install(
         repo_path,
         config=config,
         repo_name=repo_name,
         verify=geminicli_hooks.verify_command(config.source) if verify else None,
+        server=server,
+        token_env=token_env,
+        signing_key=signing_key,
+        key_id=key_id,
     )
     emit(render.hooks_json(installed) if fmt == "json" else render.hooks_text(installed))
+    for note in geminicli_hooks.install_notes(installed):
+        say(note)
 
 
 @geminicli_group.command("uninstall")

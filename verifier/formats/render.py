@@ -607,6 +607,13 @@ def hooks_text(done: Installed) -> str:
             f"sessions will be recorded under {done.reports}/<session>/ "
             f"(report.json, repo.name {done.repo_name!r})"
         )
+    if done.server is not None:
+        lines.append(
+            f"trail entries witnessed and reports posted by {done.server} "
+            f"(the ingest token from ${done.token_env} when gemini-cli runs)"
+        )
+    if done.signing_key is not None:
+        lines.append(f"reports signed with {done.signing_key}")
     return inert("\n".join(lines) + "\n")
 
 

@@ -6,46 +6,73 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from audit.geminicli.release import AGENT_NAME
 from audit.jcs import jcs_sha256
+from audit.signing import verify_signature
 from audit.trailfile import check_trail_file
+from audit.witness import verify_receipt
+from tests.support.api import serve
 from tests.support.gitrepo import GitRepo
+from tests.support.trust import ed25519_pem, evidence_key, public_b64
+from verifier.app import geminicli_hooks as hooks
+from verifier.app.evidence import load_key
+from verifier.app.pipeline import verify_session
+from verifier.config import AgentConfig, Config, EvidenceConfig, RepositoryConfig
+from verifier.findings import DeliveryStatus
+from verifier.service.api import create_app
+from verifier.store import Store
+from verifier.store.tokens import create_token
 
 HOOK = [sys.executable, "-I", "-m", "audit.geminicli.hook"]
 SID = "0b4a1c2e-5d6f-4a7b-8c9d-0e1f2a3b4c5d"
 
 
-def hook(cwd: Path, event: dict[str, Any] | bytes) -> subprocess.CompletedProcess[bytes]:
+def hook(
+    cwd: Path, event: dict[str, Any] | bytes, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
     data = event if isinstance(event, bytes) else json.dumps(event).encode()
-    return subprocess.run(HOOK, input=data, cwd=cwd, capture_output=True, timeout=60, check=False)
+    return subprocess.run(
+        HOOK, input=data, cwd=cwd, env=env, capture_output=True, timeout=60, check=False
+    )
 
 
 class Session:
     """One session's events and its transcript, written as gemini-cli would."""
 
-    def __init__(self, repo: GitRepo, tmp: Path) -> None:
+    def __init__(
+        self, repo: GitRepo, tmp: Path, env: dict[str, str] | None = None, sid: str = SID
+    ) -> None:
         self.repo = repo
-        self.transcript = tmp / "chats" / "session-1.jsonl"
-        self.transcript.parent.mkdir(parents=True)
-        header = {"sessionId": SID, "projectHash": "0" * 64, "startTime": "2026-12-03T10:00:00Z"}
+        self.env = env
+        self.sid = sid
+        self.transcript = tmp / "chats" / f"session-{sid}.jsonl"
+        self.transcript.parent.mkdir(parents=True, exist_ok=True)
+        header = {"sessionId": sid, "projectHash": "0" * 64, "startTime": "2026-12-03T10:00:00Z"}
         self.transcript.write_text(json.dumps(header) + "\n")
-        self.folder = repo.path / ".git" / "verifier" / SID
+        self.folder = repo.path / ".git" / "verifier" / sid
 
     def event(self, name: str, **fields: Any) -> subprocess.CompletedProcess[bytes]:
         done = hook(
             self.repo.path,
             {
-                "session_id": SID,
+                "session_id": self.sid,
                 "transcript_path": str(self.transcript),
                 "cwd": str(self.repo.path),
                 "hook_event_name": name,
                 "timestamp": "2026-12-03T10:00:00.000Z",
                 **fields,
             },
+            self.env,
         )
         assert (done.returncode, done.stdout) == (0, b"{}\n"), done
         return done
@@ -221,3 +248,155 @@ def test_an_audit_package_in_the_repository_cannot_stand_in_for_the_hook(
     done = s.event("SessionStart", source="startup")
     assert b"the repository ran instead" not in done.stderr
     assert [e["kind"] for e in s.entries()] == ["session_start"]
+
+
+# -- with a server: the witness, the signature, the post (install --server --key) --------
+
+TOKEN_ENV = "GEMINI_CLI_VERIFIER_TOKEN"
+
+
+def _harness_key(tmp_path: Path) -> tuple[Path, Ed25519PrivateKey]:
+    path = tmp_path / "gemini-cli.pem"
+    return path, ed25519_pem(path)
+
+
+def _server_config(repo: GitRepo, db_url: str, tmp_path: Path, key: Ed25519PrivateKey) -> Config:
+    quick = (sys.executable, "-c", "pass")
+    calc = RepositoryConfig("calc", path=repo.path, test_command=quick, results="exit-code")
+    agent = AgentConfig(
+        AGENT_NAME, public_keys=(f"ed25519:{public_b64(key)}",), require_witness=True
+    )
+    return Config(
+        database_url=db_url,
+        repositories={"calc": calc},
+        evidence=EvidenceConfig(signing_key=evidence_key(tmp_path)),
+        agents={AGENT_NAME: agent},
+    )
+
+
+def _service(
+    repo: GitRepo, db_url: str, tmp_path: Path
+) -> tuple[Config, str, Path, Ed25519PrivateKey]:
+    """The service's configuration (gemini-cli's key required, and a witnessed trail), an
+    ingest token bound to the agent, and the harness's key (its file and itself)."""
+    key_path, key = _harness_key(tmp_path)
+    with Store.open(db_url) as store:
+        token = create_token(store, name="gemini", scope="ingest", actor="t", agent=AGENT_NAME)[1]
+    return _server_config(repo, db_url, tmp_path, key), token, key_path, key
+
+
+def _edit_session(s: Session) -> None:
+    """A session of one write_file call, then done, its events as gemini-cli sends them."""
+    s.event("SessionStart", source="startup")
+    s.record(id="u1", type="user", content=[{"text": "Fix subtract."}])
+    s.event("BeforeModel")
+    text = (s.repo.path / "calc.py").read_text().replace("return a + b\n", "return a - b\n")
+    args = {"file_path": "calc.py", "content": text}
+    s.event("BeforeTool", tool_name="write_file", tool_input=args)
+    (s.repo.path / "calc.py").write_text(text)
+    s.event("AfterTool", tool_name="write_file", tool_input=args, tool_response={})
+    s.model_calls(1, ("w1", "write_file", args, "ok"))
+    s.event("BeforeModel")
+    s.record(id="m2", type="gemini", content="Done.", model="gemini-2.5-pro", tokens={})
+    s.event("AfterAgent", prompt="Fix subtract.", prompt_response="Done.")
+
+
+def _closed_port() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+def test_with_a_server_each_entry_is_witnessed_and_the_signed_report_posted_and_delivered(
+    repo: GitRepo, tmp_path: Path, db_url: str
+) -> None:
+    config, token, key_path, key = _service(repo, db_url, tmp_path)
+    with serve(create_app(config)) as url:
+        hooks.install(repo.path, server=url, token_env=TOKEN_ENV, signing_key=key_path)
+        settings = (repo.path / ".git" / "verifier" / "hook.json").read_text()
+        assert token not in settings and TOKEN_ENV in settings
+        s = Session(repo, tmp_path, env={**os.environ, TOKEN_ENV: token})
+        _edit_session(s)
+    report = s.report()
+    n = report["audit"]["count"]
+    assert report["extensions"]["recorder"]["witness"] == {
+        "failures": 0,
+        "first_failure": None,
+        "acknowledged": n,
+    }
+    verify_signature(report, key.public_key())
+    # One receipt per entry, as the service signed it, the last naming the trail's head.
+    public = load_key(config.evidence.signing_key).public_key()
+    lines = (s.folder / "receipts.jsonl").read_text().splitlines()
+    receipts = [verify_receipt(json.loads(line), public) for line in lines]
+    assert [r.count for r in receipts] == list(range(1, n + 1))
+    assert receipts[-1].head_hash == report["audit"]["head"]
+    upload = json.loads((s.folder / "upload.json").read_text())
+    assert upload == {"url": url, "posted": True, "status": 202, "created": True}
+    with Store.open(db_url) as store:
+        verdict = verify_session(store, SID, config, reason="ingest").verification
+    assert verdict.delivery_status is DeliveryStatus.DELIVERED, [
+        (c.name, c.status, c.findings) for c in verdict.checks.values()
+    ]
+    details = verdict.checks["audit"].details
+    assert details["witness"]["entries"] == f"{n} of {n}"
+    assert details["signature"]["state"] == "verified"
+
+
+def test_the_server_out_of_reach_is_counted_and_the_signed_report_still_written(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    key_path, key = _harness_key(tmp_path)
+    down = _closed_port()
+    env = {**os.environ, TOKEN_ENV: "vrf_" + "x" * 43}
+    hooks.install(repo.path, server=down, token_env=TOKEN_ENV, signing_key=key_path)
+    s = Session(repo, tmp_path, env=env)
+    started = time.monotonic()
+    _edit_session(s)
+    report = s.report()
+    n = report["audit"]["count"]
+    witness = report["extensions"]["recorder"]["witness"]
+    assert (witness["failures"], witness["acknowledged"]) == (n, 0)
+    assert witness["first_failure"].startswith("entry 0: gave up after 2 attempt(s): cannot reach")
+    verify_signature(report, key.public_key())
+    upload = json.loads((s.folder / "upload.json").read_text())
+    assert upload["posted"] is False and "cannot reach" in upload["problem"]
+    assert not (s.folder / "receipts.jsonl").exists()
+    assert time.monotonic() - started < 60  # refused at once: no event waits for long
+
+
+def test_a_token_variable_unset_when_the_hook_runs_is_a_witness_failure_caught_up_later(
+    repo: GitRepo, tmp_path: Path, db_url: str
+) -> None:
+    config, token, key_path, _ = _service(repo, db_url, tmp_path)
+    unset = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
+    with serve(create_app(config)) as url:
+        hooks.install(repo.path, server=url, token_env=TOKEN_ENV, signing_key=key_path)
+        # Never set: nothing witnessed, nothing posted, the report written all the same.
+        never = Session(repo, tmp_path, env=unset, sid="s-never")
+        never.event("SessionStart", source="startup")
+        never.event("SessionEnd", reason="exit")
+        witness = never.report()["extensions"]["recorder"]["witness"]
+        assert (witness["failures"], witness["acknowledged"]) == (2, 0)
+        assert witness["first_failure"] == (
+            f"entry 0: ${TOKEN_ENV} (the ingest token) is not set in the hook's environment"
+        )
+        upload = json.loads((never.folder / "upload.json").read_text())
+        assert upload["posted"] is False and TOKEN_ENV in upload["problem"]
+
+        # Unset at the start only: the next entry written posts the backlog first, in order.
+        late = Session(repo, tmp_path, env=unset, sid="s-late")
+        late.event("SessionStart", source="startup")
+        late.env = {**unset, TOKEN_ENV: token}
+        late.record(id="u1", type="user", content=[{"text": "Nothing to do."}])
+        late.event("BeforeModel")
+        late.record(id="m1", type="gemini", content="Done.", model="gemini-2.5-pro", tokens={})
+        late.event("AfterAgent", prompt="Nothing to do.", prompt_response="Done.")
+        report = late.report()
+    witness = report["extensions"]["recorder"]["witness"]
+    assert (witness["failures"], witness["acknowledged"]) == (1, 2)
+    upload = json.loads((late.folder / "upload.json").read_text())
+    assert upload["posted"] is True, upload
+    with Store.open(db_url) as store:
+        verdict = verify_session(store, "s-late", config, reason="ingest").verification
+    assert verdict.checks["audit"].details["witness"]["entries"] == "2 of 2"
