@@ -9,7 +9,7 @@ of the configuration that opens the store, reads or writes, and closes it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
@@ -21,6 +21,29 @@ from verifier.findings import DeliveryStatus, Finding
 from verifier.moments import utc_text
 from verifier.store import Counts, Listed, NoStore, RunRow, SessionRow, Store
 from verifier.store.overrides import OverrideRow, overridden_count, overrides, record_override
+
+# The note when a stored run's audit check kept no text of its own (an older run).
+NO_TRAIL_NOTE = (
+    "no audit trail (audit.trail = 'none'), accepted by the repository's trail = 'optional': "
+    "the calls and their effects are the report's word"
+)
+
+
+def trail_note(run: RunRow | None) -> str | None:
+    """What `run`'s verdict rests on when the report had no audit trail and the
+    repository's policy accepted that (`trail = "optional"`): the audit check's note,
+    which every face shows beside the verdict. None for a recorded trail, or when the
+    missing trail left the verdict inconclusive (`audit.no_trail`, a finding)."""
+    checks = None if run is None else run.result.get("checks")
+    audit = checks.get("audit") if isinstance(checks, Mapping) else None
+    if not isinstance(audit, Mapping) or audit.get("status") != "pass":
+        return None
+    details = audit.get("details")
+    if not isinstance(details, Mapping) or details.get("trail") != "none":
+        return None
+    # The audit check writes its no-trail note first, before a signature's or a witness's.
+    notes = audit.get("notes")
+    return str(notes[0]) if isinstance(notes, list) and notes else NO_TRAIL_NOTE
 
 
 def run_dict(run: RunRow) -> dict[str, Any]:
@@ -87,6 +110,11 @@ class SessionView:
         return self.verdict_run or self.latest_run
 
     @property
+    def trail_note(self) -> str | None:
+        """The shown run's note of a trail-less report its repository accepts (`trail_note`)."""
+        return trail_note(self.shown_run)
+
+    @property
     def first_finding(self) -> Finding | None:
         """The finding that decided the shown run's verdict (`findings.deciding_finding`)."""
         run = self.shown_run
@@ -94,13 +122,15 @@ class SessionView:
 
     def to_dict(self) -> dict[str, Any]:
         """The session whole (``show --format json``): every column of its row, then the
-        computed `delivery_status`, `effective_status`, every override, the latest run
-        and every run."""
+        computed `delivery_status`, its `trail_note` (None but for a report without a
+        trail that the repository accepts), `effective_status`, every override, the
+        latest run and every run."""
         data = {
             k: utc_text(v) if isinstance(v, datetime) else v
             for k, v in asdict(self.session).items()
         }
         data["delivery_status"] = self.delivery_status
+        data["trail_note"] = self.trail_note
         data["effective_status"] = self.effective_status
         data["overrides"] = [o.to_dict() for o in self.overrides]
         data["latest_run"] = None if self.latest_run is None else run_dict(self.latest_run)
@@ -115,6 +145,7 @@ class SessionView:
             "agent_status": self.session.raw_status,
             "done": self.session.done,
             "delivery_status": self.delivery_status,
+            "trail_note": self.trail_note,
             "override_status": self.session.override_status,
             "effective_status": self.effective_status,
             "first_finding": None if first is None else first.to_dict(),

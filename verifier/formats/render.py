@@ -315,6 +315,8 @@ def session_text(view: SessionView, width: int | None = None) -> str:
         )
     console.print(table)
     console.print(f"  verdict: {verdict_text(view.delivery_status)}")
+    if view.trail_note:
+        console.print(f"  note: {_escape(view.trail_note)}")
     shown = view.shown_run
     checks = shown.result.get("checks") if shown is not None else None
     tests = checks.get("tests") if isinstance(checks, Mapping) else None
@@ -386,6 +388,8 @@ def listing_text(listing: Listing, width: int | None = None) -> str:
         latest, verdict_run = view.latest_run, view.verdict_run
         if latest is not None and verdict_run is not None and latest.id != verdict_run.id:
             cells[3] += f" [dim](latest run {latest.delivery_status.value.replace('_', ' ')})[/dim]"
+        if view.trail_note:
+            cells[3] += " [dim](no audit trail)[/dim]"
         if session.override_status is not None:
             cells[3] += f" [bold]overridden: {session.override_status.replace('_', ' ')}[/bold]"
         table.add_row(*cells)

@@ -16,6 +16,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
 
+from verifier.app.sessions import trail_note
 from verifier.contract.profiles import Profile, load_profile
 from verifier.contract.report import CANONICAL_STATUSES, parse_report
 from verifier.contract.trajectory import ToolCall
@@ -134,10 +135,12 @@ class Row:
 
 @dataclass(frozen=True)
 class Silent:
-    """A silent failure: done, not delivered, and the first thing found wrong."""
+    """A silent failure: done, not delivered, the first thing found wrong, and the note
+    of a verdict that rests on a report without a trail (`trail_note`)."""
 
     listed: Listed
     finding: Mapping[str, Any] | None
+    trail_note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -301,7 +304,11 @@ def _silent(store: Store, filters: Filters) -> tuple[list[Silent], str | None]:
     items = page.items
     if filters.model == "":
         items = [item for item in items if not item.session.agent_model]
-    return [Silent(item, first_finding(item.verdict_run)) for item in items], page.next_cursor
+    silent = [
+        Silent(item, first_finding(item.verdict_run), trail_note(item.verdict_run))
+        for item in items
+    ]
+    return silent, page.next_cursor
 
 
 def _start(day: date) -> datetime:
@@ -435,10 +442,12 @@ class ListFilters:
 
 @dataclass(frozen=True)
 class ListItem:
-    """A row of the list: the session, its verdict, the first thing found wrong."""
+    """A row of the list: the session, its verdict, the first thing found wrong, and
+    the note of a verdict that rests on a report without a trail (`trail_note`)."""
 
     listed: Listed
     finding: Mapping[str, Any] | None
+    trail_note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -455,9 +464,10 @@ def session_list(store: Store, filters: ListFilters, now: datetime) -> SessionLi
     """The list page: how many sessions pass the filters, and one page of them."""
     chosen = filters.store_filter(now)
     page = store.find_sessions(chosen, limit=LIST_PAGE, cursor=filters.cursor)
-    items = [
-        ListItem(item, first_finding(item.verdict_run or item.latest_run)) for item in page.items
-    ]
+    items = []
+    for item in page.items:
+        shown = item.verdict_run or item.latest_run
+        items.append(ListItem(item, first_finding(shown), trail_note(shown)))
     choices = {d: [g.key for g in store.stats(group_by=d).groups] for d in DIMENSIONS}
     for dimension, value in (
         ("agent", filters.agent),
@@ -562,6 +572,7 @@ class SessionPage:
     findings: list[FindingView]
     checks: dict[str, Any]
     tests: dict[str, Any] | None
+    trail_note: str | None = None
 
 
 def session_page(store: Store, session_id: str, profiles_dir: Path) -> SessionPage:
@@ -599,6 +610,7 @@ def session_page(store: Store, session_id: str, profiles_dir: Path) -> SessionPa
         ],
         checks=checks,
         tests=checks.get("tests"),
+        trail_note=trail_note(shown),
     )
     locations: dict[str, int] = {}
     try:
