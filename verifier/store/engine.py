@@ -263,8 +263,19 @@ def _require_head(engine: Engine) -> None:
         )
 
 
+# synchronous=FULL: every commit waits for the WAL to reach the disk, so that a report
+# answered 202 survives a power cut, not only a crash of the process (NORMAL's promise).
+# It is SQLite's default too; said here so that no build or a later change weakens it.
+SQLITE_PRAGMAS = (
+    f"busy_timeout={SQLITE_BUSY_TIMEOUT_MS}",
+    "foreign_keys=ON",
+    "journal_mode=WAL",
+    "synchronous=FULL",
+)
+
+
 def _sqlite_pragmas(dbapi_connection: DBAPIConnection, record: ConnectionPoolEntry) -> None:
     cursor = dbapi_connection.cursor()
-    for pragma in (f"busy_timeout={SQLITE_BUSY_TIMEOUT_MS}", "foreign_keys=ON", "journal_mode=WAL"):
+    for pragma in SQLITE_PRAGMAS:
         cursor.execute(f"PRAGMA {pragma}")
     cursor.close()

@@ -36,9 +36,14 @@ class ServiceState:
     metrics: Metrics
 
 
-def _service(request: Request) -> ServiceState:
+def _state(request: Request) -> ServiceState:
     service: ServiceState = request.app.state.service
     return service
+
+
+async def _service(request: Request) -> ServiceState:
+    # async: FastAPI runs a plain function dependency in the thread pool, a hop per request.
+    return _state(request)
 
 
 _bearer = HTTPBearer(
@@ -57,7 +62,7 @@ def _require(scope: str) -> Callable[..., Awaitable[TokenRow]]:
         if credentials is None:
             problem = "no token: send `Authorization: Bearer <token>`"
             raise Refused(401, "unauthorized", problem, "Authorization")
-        store = _service(request).store
+        store = _state(request).store
         token = await run_in_threadpool(authenticate, store, credentials.credentials)
         refused = auth.refusal(token, scope, datetime.now(UTC))
         if refused is not None:
