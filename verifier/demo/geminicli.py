@@ -67,10 +67,11 @@ def run_scripted(
     timeout: float = 240,
     output: str = "json",
     approval: str = "yolo",
+    env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """gemini-cli headless in `repo`, `turns` as the model, `home` as its ``HOME``, the
     project's hooks trusted (``GEMINI_CLI_TRUST_WORKSPACE``: ``--skip-trust`` alone does
-    not load the project's settings in 0.61)."""
+    not load the project's settings in 0.61); `env` adds variables (a hook's token)."""
     home.mkdir(parents=True, exist_ok=True)
     script = home / "turns.jsonl"
     script.write_text("".join(json.dumps(t) + "\n" for t in turns), encoding="utf-8")
@@ -78,7 +79,7 @@ def run_scripted(
     args += ["--yolo"] if approval == "yolo" else ["--approval-mode", approval]
     if model is not None:
         args += ["-m", model]
-    env = {
+    environ = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(home),
         "GEMINI_API_KEY": "scripted",
@@ -88,9 +89,10 @@ def run_scripted(
         "GIT_AUTHOR_EMAIL": "gemini-cli@example.invalid",
         "GIT_COMMITTER_NAME": "gemini-cli",
         "GIT_COMMITTER_EMAIL": "gemini-cli@example.invalid",
+        **(env or {}),
     }
     return subprocess.run(
-        args, cwd=repo, env=env, capture_output=True, text=True, timeout=timeout, check=False
+        args, cwd=repo, env=environ, capture_output=True, text=True, timeout=timeout, check=False
     )
 
 
