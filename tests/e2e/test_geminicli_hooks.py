@@ -10,17 +10,20 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
-import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.support import geminicli
 from tests.support.geminicli import turn
+from tests.support.geminicli_recorded import (
+    install,
+    record,
+    start,
+    trail_verify,
+    verify,
+    wait_for_call,
+)
 from tests.support.gitrepo import GitRepo
 from tests.support.sessions import config_toml
 
@@ -28,95 +31,9 @@ FIXED = "    return a - b\n"
 PYTEST = {"run_shell_command": {"command": "python3 -m pytest -q"}}
 
 
-@dataclass
-class Recorded:
-    """What one gemini-cli session left: its folder under the git directory, parsed."""
-
-    run: subprocess.CompletedProcess[str]
-    folder: Path
-    report: dict[str, Any]
-
-    @property
-    def trail(self) -> Path:
-        return self.folder / "trail.jsonl"
-
-    def entries(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in self.trail.read_text().splitlines()]
-
-    def calls(self) -> list[dict[str, Any]]:
-        return [e for e in self.entries() if e["kind"] == "tool_call"]
-
-
-@dataclass
-class Verdict:
-    code: int
-    status: str
-    findings: list[str]
-
-
 @pytest.fixture
 def gemini() -> Path:
     return geminicli.require()
-
-
-def _sessions(repo: GitRepo) -> list[Path]:
-    base = repo.path / ".git" / "verifier"
-    return sorted((p for p in base.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime_ns)
-
-
-def install(repo: GitRepo, *options: str) -> None:
-    """``verifier gemini-cli install``, as a user runs it."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "verifier",
-            "gemini-cli",
-            "install",
-            "--repo",
-            str(repo.path),
-            *options,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-
-
-def record(
-    gemini: Path, repo: GitRepo, home: Path, turns: list[dict[str, Any]], **kw: Any
-) -> Recorded:
-    if not (repo.path / ".git" / "verifier" / "install.json").exists():
-        install(repo)
-    before = set(_sessions(repo)) if (repo.path / ".git" / "verifier").is_dir() else set()
-    done = geminicli.run(gemini, repo.path, home, turns, **kw)
-    (folder,) = [p for p in _sessions(repo) if p not in before]
-    errors = folder / "hook-errors.log"
-    assert not errors.exists(), errors.read_text()
-    report_path = folder / "report.json"
-    report = json.loads(report_path.read_bytes()) if report_path.exists() else {}
-    return Recorded(done, folder, report)
-
-
-def verify(recorded: Recorded, config: Path) -> Verdict:
-    done = subprocess.run(
-        [
-            *(sys.executable, "-m", "verifier", "verify", str(recorded.folder / "report.json")),
-            *("--config", str(config), "--format", "json"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env={**os.environ},
-    )
-    result = json.loads(done.stdout)
-    codes = [
-        f["code"] for check in result["checks"].values() for f in (check.get("findings") or [])
-    ]
-    return Verdict(done.returncode, result["delivery_status"], codes)
 
 
 def fix(repo: GitRepo) -> dict:
@@ -154,12 +71,9 @@ def test_an_honest_edit_and_test_run_is_delivered_from_the_working_tree(
         if "functionCall" in p
     }
     assert ids == transcript_ids  # matched to the transcript's own ids
-    trail = subprocess.run(
-        [sys.executable, "-m", "verifier", "trail", "verify", str(rec.trail)], check=False
-    )
-    assert trail.returncode == 0
+    assert trail_verify(rec.trail) == 0
     assert repo.git("status", "--porcelain") == "M calc.py"  # nothing of ours in the tree
-    verdict = verify(rec, config_toml(tmp_path, repo))
+    verdict = verify(rec.folder / "report.json", config_toml(tmp_path, repo))
     assert (verdict.code, verdict.status) == (0, "delivered"), verdict.findings
 
 
@@ -170,7 +84,7 @@ def test_a_session_that_commits_through_the_shell_is_delivered_in_commit_mode(
     rec = record(gemini, repo, tmp_path / "home", [turn(fix(repo)), turn(commit), turn("Done.")])
     head = repo.git("rev-parse", "HEAD")
     assert rec.report["repo"]["head_commit"] == head != rec.report["repo"]["base_commit"]
-    verdict = verify(rec, config_toml(tmp_path, repo))
+    verdict = verify(rec.folder / "report.json", config_toml(tmp_path, repo))
     assert (verdict.code, verdict.status) == (0, "delivered"), verdict.findings
 
 
@@ -182,7 +96,7 @@ def test_an_edit_made_by_sed_in_the_shell_is_claimed_from_the_snapshots(
     (call,) = rec.calls()
     assert [e["path"] for e in call["effects"]] == ["calc.py"]
     assert (repo.path / "calc.py").read_text().endswith(FIXED)
-    verdict = verify(rec, config_toml(tmp_path, repo))
+    verdict = verify(rec.folder / "report.json", config_toml(tmp_path, repo))
     assert (verdict.code, verdict.status) == (0, "delivered"), verdict.findings
 
 
@@ -196,7 +110,7 @@ def test_an_edit_the_tool_rejects_then_done_is_not_delivered(
     (call,) = rec.calls()
     assert call["decision"] == "allow" and call["effects"] == []
     assert rec.report["status"] == "done" and rec.report["changes"] == []
-    verdict = verify(rec, config_toml(tmp_path, repo))
+    verdict = verify(rec.folder / "report.json", config_toml(tmp_path, repo))
     assert verdict.code == 1 and verdict.status == "not_delivered", verdict
     assert "tests.failed" in verdict.findings
 
@@ -208,7 +122,7 @@ def test_a_write_to_the_wrong_path_is_not_delivered(
     write = {"write_file": {"file_path": str(repo.path / "src" / "calc.py"), "content": text}}
     rec = record(gemini, repo, tmp_path / "home", [turn(write), turn("Done.")])
     assert [c["path"] for c in rec.report["changes"]] == ["src/calc.py"]
-    verdict = verify(rec, config_toml(tmp_path, repo))
+    verdict = verify(rec.folder / "report.json", config_toml(tmp_path, repo))
     assert verdict.code == 1 and "tests.failed" in verdict.findings, verdict
 
 
@@ -222,7 +136,7 @@ def test_a_call_gemini_cli_refuses_fires_no_hook_and_is_recorded_refused(
         ("replace", "allow"),
     ]
     assert not (tmp_path / "elsewhere.py").exists()
-    verdict = verify(rec, config_toml(tmp_path, repo))
+    verdict = verify(rec.folder / "report.json", config_toml(tmp_path, repo))
     assert (verdict.code, verdict.status) == (0, "delivered"), verdict.findings
 
 
@@ -233,7 +147,7 @@ def test_an_edit_that_breaks_the_tests_is_not_delivered(
     broken["replace"]["new_string"] = "def subtract(a, b):\n    return b - a\n"
     rec = record(gemini, repo, tmp_path / "home", [turn(broken), turn("Done.")])
     assert [c["path"] for c in rec.report["changes"]] == ["calc.py"]
-    verdict = verify(rec, config_toml(tmp_path, repo))
+    verdict = verify(rec.folder / "report.json", config_toml(tmp_path, repo))
     assert verdict.code == 1 and "tests.failed" in verdict.findings, verdict
 
 
@@ -245,7 +159,7 @@ def test_parallel_calls_in_one_turn_each_get_their_entry_and_effects(
     by_tool = {c["tool"]: c for c in rec.calls()}
     assert [e["path"] for e in by_tool["replace"]["effects"]] == ["calc.py"]
     assert [e["path"] for e in by_tool["write_file"]["effects"]] == ["NOTES.md"]
-    verdict = verify(rec, config_toml(tmp_path, repo))
+    verdict = verify(rec.folder / "report.json", config_toml(tmp_path, repo))
     assert (verdict.code, verdict.status) == (0, "delivered"), verdict.findings
 
 
@@ -255,8 +169,8 @@ def test_a_killed_session_is_finished_by_the_next_one_its_trail_unfinished(
     install(repo)
     home = tmp_path / "home"
     script = [turn(fix(repo)), turn({"run_shell_command": {"command": "sleep 120"}})]
-    started = _start(gemini, repo, home, script)
-    folder = _wait_for_call(repo, "run_shell_command")
+    started = start(gemini, repo, home, script)
+    folder = wait_for_call(repo, "run_shell_command")
     os.killpg(started.pid, signal.SIGKILL)
     started.wait()
     assert not (folder / "report.json").exists()
@@ -265,49 +179,11 @@ def test_a_killed_session_is_finished_by_the_next_one_its_trail_unfinished(
     report = json.loads((folder / "report.json").read_bytes())
     assert report["extensions"]["gemini_cli"]["end"] == "not_seen"
     assert report["status"] == "cancelled"
-    trail = subprocess.run(
-        [sys.executable, "-m", "verifier", "trail", "verify", str(folder / "trail.jsonl")],
-        check=False,
-        capture_output=True,
-    )
-    assert trail.returncode == 3  # unfinished
+    assert trail_verify(folder / "trail.jsonl") == 3  # unfinished
     entries = [json.loads(line) for line in (folder / "trail.jsonl").read_text().splitlines()]
     assert [e.get("tool") for e in entries if e["kind"] == "tool_call"] == ["replace"]
-    verdict = verify(Recorded(rec.run, folder, report), config_toml(tmp_path, repo))
+    verdict = verify(folder / "report.json", config_toml(tmp_path, repo))
     assert verdict.code != 0 and "audit.last_not_end" in verdict.findings, verdict
-
-
-def _start(gemini: Path, repo: GitRepo, home: Path, turns: list[dict[str, Any]]) -> Any:
-    home.mkdir(parents=True)
-    script = home / "turns.jsonl"
-    script.write_text("".join(json.dumps(t) + "\n" for t in turns))
-    env = {
-        "PATH": os.environ["PATH"],
-        "HOME": str(home),
-        "GEMINI_API_KEY": "scripted",
-        "GEMINI_CLI_TRUST_WORKSPACE": "true",
-    }
-    args = [str(gemini), "-p", "Fix it.", "-o", "json", "--yolo"]
-    return subprocess.Popen(
-        [*args, "--fake-responses-non-strict", str(script)],
-        cwd=repo.path,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-
-
-def _wait_for_call(repo: GitRepo, tool: str, timeout: float = 180) -> Path:
-    """The session folder once a BeforeTool of `tool` is recorded in its state."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for state in (repo.path / ".git" / "verifier").glob("*/state.json"):
-            with_tool = [p for p in json.loads(state.read_bytes())["pending"] if p["tool"] == tool]
-            if with_tool:
-                return state.parent
-        time.sleep(0.2)
-    raise AssertionError(f"no BeforeTool of {tool} within {timeout}s")
 
 
 def test_install_verify_shows_the_verdict_to_the_user_as_the_session_ends(
