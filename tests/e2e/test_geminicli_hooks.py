@@ -12,9 +12,6 @@ import os
 import signal
 from pathlib import Path
 
-import pytest
-
-from tests.support import geminicli
 from tests.support.geminicli import turn
 from tests.support.geminicli_recorded import (
     install,
@@ -29,11 +26,6 @@ from tests.support.sessions import config_toml
 
 FIXED = "    return a - b\n"
 PYTEST = {"run_shell_command": {"command": "python3 -m pytest -q"}}
-
-
-@pytest.fixture
-def gemini() -> Path:
-    return geminicli.require()
 
 
 def fix(repo: GitRepo) -> dict:
