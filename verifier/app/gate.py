@@ -33,7 +33,7 @@ import enum
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -49,7 +49,6 @@ if TYPE_CHECKING:  # SQLAlchemy and httpx load only when a source is made
 
     from verifier._internal.git import Git
     from verifier.store import SessionFilter, Store
-    from verifier.store.rows import SessionLine
 
 # Where `judge` finds the read token of a --server.
 TOKEN_ENV = "VERIFIER_TOKEN"
@@ -125,6 +124,11 @@ class StandingOverride:
 
 # How many not-delivered sessions the gate reads the classification of (text shows a few).
 CLASSIFIED_SESSIONS = 20
+# Where a run's result keeps the tests check's classification, the audit check's result,
+# and in it whether the session had a trail (``none`` when it had not).
+CLASSIFICATION = ("checks", "tests", "details", "classification")
+AUDIT = ("checks", "audit")
+TRAIL = ("checks", "audit", "details", "trail")
 
 
 def classification_of(checks: object) -> dict[str, Any] | None:
@@ -134,6 +138,26 @@ def classification_of(checks: object) -> dict[str, Any] | None:
     details = tests.get("details") if isinstance(tests, dict) else None
     found = details.get("classification") if isinstance(details, dict) else None
     return found if isinstance(found, dict) else None
+
+
+def trail_note_of(checks: object) -> str | None:
+    """What the verdict rests on when the report had no audit trail and its repository
+    accepted that (``trail = "optional"``): the audit check's note, from a run's ``checks``
+    (stored, or as the API answers). The rule of `verifier.app.sessions.trail_note`, which
+    the other faces show; None for a recorded trail, or a missing one that left the
+    verdict inconclusive (``audit.no_trail``, a finding)."""
+    audit = checks.get("audit") if isinstance(checks, dict) else None
+    if not isinstance(audit, dict) or audit.get("status") != "pass":
+        return None
+    details = audit.get("details")
+    if not isinstance(details, dict) or details.get("trail") != "none":
+        return None
+    notes = audit.get("notes")
+    if isinstance(notes, list) and notes:
+        return str(notes[0])  # the audit check writes its no-trail note first
+    from verifier.app.sessions import NO_TRAIL_NOTE  # an older run kept no text of its own
+
+    return NO_TRAIL_NOTE
 
 
 @dataclass(frozen=True)
@@ -156,6 +180,9 @@ class GateSession:
     # The tests check's classification against the base in that run (a differential run
     # or a task's acceptance tests), read for the sessions that did not simply pass.
     classification: dict[str, Any] | None = None
+    # What the verdict rests on when the report had no trail and its repository accepts
+    # that (``trail = "optional"``): the audit check's note (`trail_note_of`).
+    trail_note: str | None = None
 
     @property
     def effective_status(self) -> str:
@@ -328,17 +355,24 @@ def resolve_selection(
 
 
 def _git(repo: Path | None, option: str) -> Git:
+    """Git in the local repository (`repo`, or the current folder), not yet known to be one:
+    the commands below run first and ask `_not_a_repository` only when one fails, so a
+    range of two full ids costs one git process."""
     from verifier._internal.git import Git
 
     where = repo if repo is not None else Path.cwd()
     if not where.is_dir():
         raise ConfigError(f"{option}: --repo {str(where)!r} is not a folder")
-    git = Git(where, timeout_s=GIT_TIMEOUT_S)
+    return Git(where, timeout_s=GIT_TIMEOUT_S)
+
+
+def _not_a_repository(git: Git, option: str) -> ConfigError | None:
+    """The usage error when `git`'s folder is not in a git repository, else None."""
     if _call(git, "rev-parse", "--git-dir").returncode != 0:
-        raise ConfigError(
-            f"{option}: {str(where)!r} is not a git repository (give --repo, or a full SHA)"
+        return ConfigError(
+            f"{option}: {str(git.cwd)!r} is not a git repository (give --repo, or a full SHA)"
         )
-    return git
+    return None
 
 
 def _call(git: Git, *args: str) -> subprocess.CompletedProcess[bytes]:
@@ -360,7 +394,9 @@ def _resolve_commit(ref: str, repo: Path | None, option: str = "--commit") -> st
     git = _git(repo, option)
     done = _call(git, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
     if done.returncode != 0:
-        raise ConfigError(f"{option}: {ref!r} does not name a commit in {str(git.cwd)!r}")
+        raise _not_a_repository(git, option) or ConfigError(
+            f"{option}: {ref!r} does not name a commit in {str(git.cwd)!r}"
+        )
     return str(done.stdout.decode().strip())
 
 
@@ -373,15 +409,20 @@ def _commits_in_range(rev_range: str, repo: Path | None) -> tuple[str, ...]:
     base_id = _resolve_commit(base, repo, "--rev-range")
     head_id = _resolve_commit(head, repo, "--rev-range")
     git = _git(repo, "--rev-range")
-    # Both ends are object ids now: git reads nothing from the caller's text.
+    # Both ends are object ids now: git reads nothing from the caller's text. Each must
+    # be a commit (`^{commit}`: rev-list takes a tree or a blob as an end without a word);
+    # when the listing fails, the ends are looked at one by one to say which is wrong.
+    listed = _call(git, "rev-list", f"{base_id}^{{commit}}..{head_id}^{{commit}}", "--")
+    if listed.returncode == 0:
+        return tuple(listed.stdout.decode().split())
+    not_one = _not_a_repository(git, "--rev-range")
+    if not_one is not None:
+        raise not_one
     for end, object_id in ((base, base_id), (head, head_id)):
         if _call(git, "cat-file", "-e", f"{object_id}^{{commit}}").returncode != 0:
             raise ConfigError(f"--rev-range: {end!r} is not a commit in {str(git.cwd)!r}")
-    listed = _call(git, "rev-list", f"{base_id}..{head_id}")
-    if listed.returncode != 0:
-        problem = listed.stderr.decode("utf-8", "replace").strip()
-        raise ConfigError(f"--rev-range: git rev-list {rev_range} failed: {problem}")
-    return tuple(listed.stdout.decode().split())
+    problem = listed.stderr.decode("utf-8", "replace").strip()
+    raise ConfigError(f"--rev-range: git rev-list {rev_range} failed: {problem}")
 
 
 def recent_history(selection: GateSelection, repo: Path | None) -> tuple[str, ...] | None:
@@ -459,33 +500,43 @@ class StoreSource:
             raise self._unreadable(exc) from None
 
     def _read(self, store: Store, selection: GateSelection) -> list[GateSession]:
-        """Their rows read a page at a time (`Store.session_lines`), then the findings of
-        the runs that have any, in one more query per 500 runs."""
-        lines: dict[str, SessionLine] = {}
+        """Their rows in one query per 200 ids or commits (`Store.verdict_lines`), then the
+        findings of their runs (`Store.findings_of`), the audit result of those verified
+        without a trail (for its note), and the classification of the few a person is shown."""
+        rows: dict[str, tuple[Any, ...]] = {}
         for filters in _filters(selection):
-            for line in store.session_lines(filters):
-                lines.setdefault(line.session.session_id, line)
-        findings = store.findings_of(
-            [
-                line.run_id
-                for line in lines.values()
-                if line.run_id is not None and line.first_finding_code is not None
-            ]
-        )
+            for row in store.verdict_lines(filters):
+                rows.setdefault(row[0], row)
+        run_ids = [row[-1] for row in rows.values() if row[-1] is not None]
+        findings = store.findings_of(run_ids)
+        audits = store.result_values(run_ids, AUDIT, where=(TRAIL, "none"))
+        # The classification is in the run's result, read only for the sessions that ended
+        # last of those not delivered (a person is shown a few): the decision never needs it.
+        unclear = sorted(
+            (row for row in rows.values() if row[-1] is not None and row[1] != "delivered"),
+            key=lambda row: (row[8], row[0]),
+            reverse=True,
+        )[:CLASSIFIED_SESSIONS]
+        classified = store.result_values([row[-1] for row in unclear], CLASSIFICATION)
+        # A row: `verifier.store.db.VERDICT_LINE`.
         found = {
-            session_id: self._session(store, line, findings.get(line.run_id or 0, ()))
-            for session_id, line in lines.items()
+            row[0]: GateSession(
+                session_id=row[0],
+                computed_status=row[1],
+                override=None if row[2] is None else self._override(store, row[0], row[2]),
+                repo_name=row[3],
+                head_commit=row[4],
+                branch=row[5],
+                agent_status=row[6],
+                done=row[7],
+                ended_at=row[8],
+                run_id=row[9],
+                findings=findings.get(row[9], ()),
+                classification=_mapping(classified.get(row[9])),
+                trail_note=trail_note_of({"audit": audits.get(row[9])}),
+            )
+            for row in rows.values()
         }
-        # The classification is in the run's result, read only for the few sessions a
-        # person is shown (not delivered, and not many): the gate's decision never needs it.
-        unclear = [
-            s for s in found.values() if s.run_id is not None and s.computed_status != "delivered"
-        ]
-        for session in unclear[:CLASSIFIED_SESSIONS]:
-            run = next((r for r in store.runs(session.session_id) if r.id == session.run_id), None)
-            if run is not None:
-                classified = classification_of(run.result.get("checks"))
-                found[session.session_id] = replace(session, classification=classified)
         return _complete(found, selection)
 
     def knows_repository(self, history: Sequence[str]) -> bool:
@@ -505,32 +556,18 @@ class StoreSource:
         return False
 
     @staticmethod
-    def _session(store: Store, line: SessionLine, findings: tuple[Finding, ...]) -> GateSession:
+    def _override(store: Store, session_id: str, status: str) -> StandingOverride:
         from verifier.store.overrides import overrides
 
-        s = line.session
-        override = None
-        if s.override_status is not None:
-            standing = overrides(store, s.session_id)
-            last = standing[-1] if standing else None
-            override = StandingOverride(
-                s.override_status,
-                None if last is None else last.author,
-                None if last is None else last.reason,
-            )
-        return GateSession(
-            session_id=s.session_id,
-            computed_status=line.delivery_status,
-            override=override,
-            repo_name=s.repo_name,
-            head_commit=s.head_commit,
-            branch=s.branch,
-            agent_status=s.status,
-            done=s.done,
-            ended_at=s.ended_at,
-            run_id=line.run_id,
-            findings=findings,
+        standing = overrides(store, session_id)
+        last = standing[-1] if standing else None
+        return StandingOverride(
+            status, None if last is None else last.author, None if last is None else last.reason
         )
+
+
+def _mapping(value: object) -> dict[str, Any] | None:
+    return value if isinstance(value, dict) else None
 
 
 def _filters(selection: GateSelection) -> Iterator[SessionFilter]:
@@ -732,7 +769,7 @@ def session_from_api(body: dict[str, Any], *, with_findings: bool) -> GateSessio
             )
         ended = body.get("ended_at")
         run_id = body.get("verdict_run_id") or body.get("latest_run_id")
-        classification = classification_of(body.get("checks")) if with_findings else None
+        checks = body.get("checks") if with_findings else None
         return GateSession(
             session_id=str(body["session_id"]),
             computed_status=str(body["delivery_status"]),
@@ -745,7 +782,8 @@ def session_from_api(body: dict[str, Any], *, with_findings: bool) -> GateSessio
             ended_at=None if not ended else datetime.fromisoformat(str(ended)),
             run_id=run_id if isinstance(run_id, int) else None,
             findings=tuple(findings),
-            classification=classification,
+            classification=classification_of(checks),
+            trail_note=trail_note_of(checks),
         )
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise SourceUnavailable(

@@ -204,15 +204,17 @@ def render_text(decision: Decision, width: int | None = None) -> str:
             )
         console.print(table)
     for d in decision.sessions:
-        if not _shown(d):
-            continue
         s = d.session
+        if not (_shown(d) or s.trail_note):
+            continue
         blocks = "blocks" if d.blocks else "does not block"
         console.print(f"[bold]{esc(s.session_id)}[/bold]: {esc(verdict_words(d))} ({blocks})")
         if s.override is not None:
             by = f" by {s.override.author}" if s.override.author else ""
             why = f": {s.override.reason}" if s.override.reason else ""
             console.print(f"  override {esc(s.override.status)}{esc(by)}{esc(why)}")
+        if s.trail_note:
+            console.print(f"  note: {esc(s.trail_note)}")
         classified = render.classification_line({"classification": s.classification})
         if classified:
             console.print(f"  tests {esc(classified)}")
@@ -275,6 +277,7 @@ def _session_dict(d: SessionDecision) -> dict[str, Any]:
         "run_id": s.run_id,
         "findings": [f.to_dict() for f in s.findings],
         "classification": s.classification,
+        "trail_note": s.trail_note,
     }
 
 
@@ -362,6 +365,8 @@ def _session_detail(d: SessionDecision) -> str:
         lines.append(
             f"override {s.override.status}{by}: {s.override.reason or '(no reason given)'}"
         )
+    if s.trail_note:
+        lines.append(f"note: {s.trail_note}")
     lines += [f"- {finding_line(f)}" for f in s.findings]
     return "\n".join(shown(line) for line in lines)
 

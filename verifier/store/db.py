@@ -495,6 +495,42 @@ class Store:
                     found.setdefault(run_id, []).append(Finding(code, message, path, expected, got))
         return {run_id: tuple(items) for run_id, items in found.items()}
 
+    def verdict_lines(self, filters: SessionFilter) -> list[tuple[Any, ...]]:
+        """Every session `filters` keep, in one query, in no order, as a merge gate judges
+        many: tuples of `VERDICT_LINE` (`run_id` is the run the verdict shows: the verdict
+        run, else the latest). Not paged: its callers name what they select (ids, head
+        commits, a branch) and hold all of it anyway."""
+        with self.transaction() as session:
+            rows = session.connection().execute(
+                select(*_VERDICT_LINE_COLUMNS).where(*_filter_conditions(filters))
+            )
+            return [tuple(row) for row in rows]
+
+    def result_values(
+        self,
+        run_ids: Collection[int],
+        path: tuple[str, ...],
+        *,
+        where: tuple[tuple[str, ...], str] | None = None,
+    ) -> dict[int, Any]:
+        """The value at `path` in each run's result document (`Verification.to_dict()`),
+        picked out in SQL, so no document is read whole; with `where` (a path and a text),
+        only the runs whose document holds that text there. A run without a value at
+        `path` is left out."""
+        found: dict[int, Any] = {}
+        ids = sorted(set(run_ids))
+        with self.transaction() as session:
+            connection = session.connection()
+            for start in range(0, len(ids), MAX_PAGE):
+                conditions = [RunModel.id.in_(ids[start : start + MAX_PAGE])]
+                if where is not None:
+                    conditions.append(RunModel.result[where[0]].as_string() == where[1])
+                query = select(RunModel.id, RunModel.result[path]).where(*conditions)
+                for run_id, value in connection.execute(query):
+                    if value is not None:
+                        found[run_id] = value
+        return found
+
     def session_ids(self, delivery_status: str, *, limit: int = 1000) -> list[str]:
         """Ids of sessions whose current verdict is `delivery_status`, oldest ingested first;
         pruned sessions are left out (they cannot be verified again)."""
@@ -798,6 +834,25 @@ def _insert_or_nothing(dialect: str) -> Any:
     return statement.on_conflict_do_nothing(
         index_elements=[_SESSIONS.c.session_id]
     ).execution_options(preserve_rowcount=True)
+
+
+# What `Store.verdict_lines` reads of a session, in this order.
+VERDICT_LINE = (
+    "session_id",
+    "delivery_status",
+    "override_status",
+    "repo_name",
+    "head_commit",
+    "branch",
+    "status",
+    "done",
+    "ended_at",
+    "run_id",
+)
+_VERDICT_LINE_COLUMNS = (
+    *(_SESSIONS.c[name] for name in VERDICT_LINE[:-1]),
+    func.coalesce(_SESSIONS.c.verdict_run_id, _SESSIONS.c.latest_run_id),
+)
 
 
 def _session_row(model: SessionModel) -> SessionRow:
