@@ -32,6 +32,7 @@ from tests.benchmarks import (
     export_sessions,
     gate,
     geminicli_hook,
+    metrics_scrape,
     real_project,
     replay,
     report_load,
@@ -61,6 +62,7 @@ BENCHMARKS: dict[str, Callable[[Path, int], Result]] = {
     "export": export_sessions.run,
     "gate": gate.run,
     "dashboard": dashboard.run,
+    "metrics": metrics_scrape.run,
     "differential": differential.run,
     "hook": geminicli_hook.run,
 }

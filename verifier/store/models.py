@@ -160,7 +160,9 @@ class RunModel(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.session_id"), index=True)
     verifier_version: Mapped[str] = mapped_column(String(64))
-    delivery_status: Mapped[str] = mapped_column(String(32))
+    # Indexed (migration 0010): /metrics counts the runs by verdict at every scrape, from
+    # the index rather than by reading every run with its result.
+    delivery_status: Mapped[str] = mapped_column(String(32), index=True)
     started_at: Mapped[datetime] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime] = mapped_column(UTCDateTime)
     duration_s: Mapped[float] = mapped_column(Float)
