@@ -242,3 +242,52 @@ def test_text_says_when_an_override_decided_and_keeps_the_computed_verdict() -> 
     assert (
         "gate: passed (exit 0): 1 of 1 session delivered; 1 session decided by an override" in text
     )
+
+
+def _rich_table(rows: list[tuple[str, ...]], width: int) -> list[str]:
+    """The table as rich lays it out (what the text view printed before its own writer)."""
+    import io
+
+    from rich.console import Console
+    from rich.table import Table
+
+    out = io.StringIO()
+    console = Console(file=out, highlight=False, no_color=True, width=width)
+    table = Table("session", "head", "verdict", "decided by", "first finding")
+    table.columns[0].overflow = "fold"
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+    return out.getvalue().splitlines()
+
+
+def test_the_text_table_is_the_one_rich_draws_when_it_fits() -> None:
+    wide = Finding("change.missing", "gone", "src/データ.py")  # wide characters: two columns
+    sessions = [
+        session("s-1", "delivered"),
+        session("s-2-with-a-longer-id", "not_delivered", (wide,)),
+        session("s-3", "inconclusive", (GAP,)),
+        GateSession.missing("s-4"),
+    ]
+    text = render_text(decide(sessions, SELECTION), width=120).splitlines()
+    want = _rich_table(
+        [
+            ("s-1", HEAD[:12], "delivered", "verifier", ""),
+            ("s-2-with-a-longer-id", HEAD[:12], "not delivered", "verifier",
+             "change.missing src/データ.py"),
+            ("s-3", HEAD[:12], "inconclusive", "verifier", "audit.seq_gap audit.entries[2].seq"),
+            ("s-4", "-", "not stored", "verifier", ""),
+        ],
+        120,
+    )  # fmt: skip
+    assert text[1 : 1 + len(want)] == want
+
+
+def test_a_table_too_wide_is_shrunk_by_rich_and_a_long_line_is_never_wrapped() -> None:
+    long = Finding("change.missing", "x" * 300, "calc.py")
+    decision = decide([session("s-1", "not_delivered", (long,))], SELECTION)
+    lines = render_text(decision, width=40).splitlines()
+    table = [line for line in lines if line[:1] in "┏┃┡│└"]
+    assert table == _rich_table([("s-1", HEAD[:12], "not delivered", "verifier",
+                                  "change.missing calc.py")], 40)  # fmt: skip
+    assert f"  - change.missing calc.py: {'x' * 300}" in lines  # one line, however long

@@ -180,54 +180,168 @@ def _shown(decision: SessionDecision) -> bool:
 
 
 def render_text(decision: Decision, width: int | None = None) -> str:
-    """A table of the selected sessions, the findings of those not delivered, the answer."""
+    """A table of the selected sessions, the lines of those not delivered, the answer.
+
+    Written line by line as plain text (bold and colours when stdout is a terminal), so
+    a thousand sessions cost milliseconds: the table is laid out as rich lays out one
+    that fits the width (`Table`'s heavy head), and only one that does not fit is left
+    to rich to shrink. A line is never wrapped: a finding or a command stays on one
+    line for grep and copy, however long.
+    """
     from verifier.formats import render
 
-    console, out = render._console(width)
-    esc = render._escape
-    console.print(f"selected by {esc(describe_selection(decision))} from {esc(decision.source)}")
+    out = _Text(width)
+    out.line(f"selected by {describe_selection(decision)} from {shown(decision.source)}")
     if decision.sessions:
-        from rich.table import Table
-
-        table = Table("session", "head", "verdict", "decided by", "first finding")
-        table.columns[0].overflow = "fold"
-        for d in decision.sessions:
-            s = d.session
-            first = s.findings[0] if s.findings else None
-            style = render.VERDICT_STYLE.get(d.status, "dim" if d.status != MISSING else "red")
-            table.add_row(
-                esc(s.session_id),
-                (s.head_commit or "-")[:12],
-                f"[{style}]{esc(verdict_words(d))}[/{style}]",
-                d.decided_by,
-                esc(render.finding_short(first)) if first else "",
-            )
-        console.print(table)
+        out.table(
+            ("session", "head", "verdict", "decided by", "first finding"),
+            [
+                (
+                    shown(d.session.session_id),
+                    (d.session.head_commit or "-")[:12],
+                    (verdict_words(d), _verdict_style(d.status)),
+                    d.decided_by,
+                    shown(render.finding_short(d.session.findings[0]))
+                    if d.session.findings
+                    else "",
+                )
+                for d in decision.sessions
+            ],
+        )
     for d in decision.sessions:
         s = d.session
         if not (_shown(d) or s.trail_note):
             continue
         blocks = "blocks" if d.blocks else "does not block"
-        console.print(f"[bold]{esc(s.session_id)}[/bold]: {esc(verdict_words(d))} ({blocks})")
+        out.line(
+            out.styled(shown(s.session_id), "bold") + f": {shown(verdict_words(d))} ({blocks})"
+        )
         if s.override is not None:
             by = f" by {s.override.author}" if s.override.author else ""
             why = f": {s.override.reason}" if s.override.reason else ""
-            console.print(f"  override {esc(s.override.status)}{esc(by)}{esc(why)}")
+            out.line(f"  override {shown(s.override.status)}{shown(by)}{shown(why)}")
         if s.trail_note:
-            console.print(f"  note: {esc(s.trail_note)}")
+            out.line(f"  note: {shown(s.trail_note)}")
         classified = render.classification_line({"classification": s.classification})
         if classified:
-            console.print(f"  tests {esc(classified)}")
+            out.line(f"  tests {shown(classified)}")
         for finding in s.findings[:TEXT_FINDINGS]:
-            console.print(f"  - {esc(finding_line(finding))}")
+            out.line(f"  - {finding_line(finding)}")
         if len(s.findings) > TEXT_FINDINGS:
-            console.print(
-                f"  … and {len(s.findings) - TEXT_FINDINGS} more findings (--format json)"
-            )
+            out.line(f"  … and {len(s.findings) - TEXT_FINDINGS} more findings (--format json)")
     style = "bold green" if decision.passed else "bold red"
-    console.print(f"[{style}]{esc(summary_line(decision))}[/{style}]")
+    out.line(out.styled(summary_line(decision), style))
     for n, step in enumerate(next_steps(decision)):
-        console.print(f"{'next:' if n == 0 else '     '} {esc(step)}")
+        out.line(f"{'next:' if n == 0 else '     '} {shown(step)}")
+    return render.inert(out.text())
+
+
+def _verdict_style(status: str) -> str:
+    from verifier.formats.render import VERDICT_STYLE
+
+    return VERDICT_STYLE.get(status, "dim" if status != MISSING else "red")
+
+
+# SGR sequences of the styles the text view uses, as rich writes them.
+_SGR = {
+    "bold": "1",
+    "dim": "2",
+    "red": "31",
+    "bold red": "1;31",
+    "bold green": "1;32",
+    "bold yellow": "1;33",
+}
+# A cell: its text, or its text and style.
+Cell = str | tuple[str, str]
+
+
+class _Text:
+    """Lines of text for stdout: styled only on a terminal, as `render._console` decides
+    (rich's own console), 120 columns wide off a terminal (pipes and CI logs)."""
+
+    def __init__(self, width: int | None) -> None:
+        import os
+        import shutil
+        import sys
+
+        tty = sys.stdout.isatty()
+        self.colour = tty and os.environ.get("TERM", "") not in ("dumb", "unknown")
+        self.width = width or (shutil.get_terminal_size().columns if tty else 120)
+        self._lines: list[str] = []
+
+    def styled(self, text: str, style: str) -> str:
+        return f"\x1b[{_SGR[style]}m{text}\x1b[0m" if self.colour and style in _SGR else text
+
+    def line(self, text: str) -> None:
+        self._lines.append(text)
+
+    def text(self) -> str:
+        return "\n".join(self._lines) + "\n" if self._lines else ""
+
+    def table(self, header: Sequence[str], rows: Sequence[Sequence[Cell]]) -> None:
+        """Rows under `header`, boxed as rich's `Table` boxes them (``box.HEAVY_HEAD``)."""
+        texts = [[c if isinstance(c, str) else c[0] for c in row] for row in rows]
+        widths = [
+            max(_cells(header[n]), *(_cells(row[n]) for row in texts)) for n in range(len(header))
+        ]
+        if sum(widths) + 3 * len(widths) + 1 > self.width:
+            self._lines += _rich_table(header, rows, self.width, self.colour).splitlines()
+            return
+        add = self._lines.append
+        add("┏" + "┳".join("━" * (w + 2) for w in widths) + "┓")
+        bold = [
+            self.styled(" ", "bold") + self.styled(h, "bold") + self.styled(" ", "bold")
+            for h in header
+        ]
+        add(
+            "┃"
+            + "┃".join(
+                b + " " * (w - _cells(h)) for b, h, w in zip(bold, header, widths, strict=True)
+            )
+            + "┃"
+        )
+        add("┡" + "╇".join("━" * (w + 2) for w in widths) + "┩")
+        for row, text in zip(rows, texts, strict=True):
+            cells = []
+            for cell, plain, w in zip(row, text, widths, strict=True):
+                shown_cell = plain if isinstance(cell, str) else self.styled(plain, cell[1])
+                cells.append(f" {shown_cell}{' ' * (w - _cells(plain))} ")
+            add("│" + "│".join(cells) + "│")
+        add("└" + "┴".join("─" * (w + 2) for w in widths) + "┘")
+
+
+def _cells(text: str) -> int:
+    """The columns `text` takes on a terminal (wide characters take two)."""
+    if text.isascii():
+        return len(text)
+    from rich.cells import cell_len
+
+    return cell_len(text)
+
+
+def _rich_table(
+    header: Sequence[str], rows: Sequence[Sequence[Cell]], width: int, colour: bool
+) -> str:
+    """A table too wide for `width`, shrunk and wrapped by rich (the first column folds)."""
+    from rich.table import Table
+
+    from verifier.formats import render
+
+    console, out = render._console(width)
+    if not colour:
+        console.no_color = True
+    table = Table(*header)
+    table.columns[0].overflow = "fold"
+    for row in rows:
+        table.add_row(
+            *(
+                render._escape(c)
+                if isinstance(c, str)
+                else f"[{c[1]}]{render._escape(c[0])}[/{c[1]}]"
+                for c in row
+            )
+        )
+    console.print(table)
     return out.getvalue()
 
 
