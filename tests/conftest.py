@@ -25,6 +25,18 @@ def _templates() -> Iterator[None]:
     drop_templates()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _no_plugin_autoload_in_children() -> Iterator[None]:
+    """A pytest a test starts outside the sandbox (a scripted session's `python -m pytest`
+    on the calc repository) loads no plugin of this venv it is not told to: importing
+    hypothesis, schemathesis and the others cost each such run about a second of CPU. The
+    sandbox sets the same variable for the runs it makes. Set in each worker, never in
+    xdist's controller, whose workers load the plugins the suite itself uses."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+        yield
+
+
 @pytest.fixture
 def repo(tmp_path: Path) -> GitRepo:
     """The calc repository at its base commit."""
