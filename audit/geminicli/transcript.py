@@ -44,6 +44,7 @@ __all__ = [
     "Transcript",
     "parse_transcript",
     "read_transcript",
+    "subagent_paths",
 ]
 
 MESSAGE_TYPES = ("user", "gemini", "info", "warning", "error")
@@ -201,6 +202,13 @@ class Transcript:
             if responses:
                 contents.append({"role": "user", "parts": responses})
         return contents
+
+
+def subagent_paths(path: Path, session_id: str) -> list[Path]:
+    """The transcripts of the sub-agents the session of `path` ran, by name: gemini-cli 0.61
+    writes each beside the session's, ``chats/<session id>/<sub-agent id>.jsonl`` (header
+    ``kind: "subagent"``), a sub-agent's own sub-agents in the same folder."""
+    return sorted((path.parent / session_id).glob("*.jsonl"))
 
 
 def read_transcript(path: Path) -> Transcript:

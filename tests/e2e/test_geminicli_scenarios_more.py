@@ -31,7 +31,7 @@ from tests.support.geminicli_recorded import (
     verify,
     wait_for_call,
 )
-from tests.support.gitrepo import GitRepo
+from tests.support.gitrepo import GitRepo, sha256
 from tests.support.sessions import config_toml
 
 BUGGY, FIXED = "    return a + b\n", "    return a - b\n"
@@ -274,3 +274,57 @@ def test_an_imported_transcript_of_a_session_without_hooks_is_honest_about_the_t
     (noted,) = [n for n in checks["audit"]["notes"] if "no audit trail" in n]
     text = " ".join(_verifier("verify", str(out), "--config", str(lax)).stdout.split())
     assert "verdict: delivered" in text and " ".join(noted.split()) in text
+
+
+def _import(transcript: Path, repo: GitRepo, out: Path, config: Path) -> dict:
+    done = _verifier(
+        *("gemini-cli", "import", str(transcript), "--repo", str(repo.path)),
+        *("--out", str(out), "--config", str(config)),
+    )
+    assert done.returncode == 0, done.stderr
+    assert "sub-agent transcript" in done.stderr
+    report = json.loads(out.read_bytes())
+    [sub] = report["extensions"]["gemini_cli"]["subagents"]
+    assert Path(sub["transcript"]).parent.name == report["session_id"].removeprefix("gemini-cli-")
+    return report
+
+
+DELEGATE = {"invoke_agent": {"agent_name": "generalist", "prompt": "Do it."}}
+FINISH = {"complete_task": {"result": {"response": "done"}}}
+
+
+def test_an_imported_session_claims_the_edits_of_its_sub_agent(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    """The sub-agent's edit is in its own transcript only (beside the session's)."""
+    script = [turn(DELEGATE), turn(replace("calc.py")), turn(FINISH), turn("Done.")]
+    ran = geminicli.session(repo.path, tmp_path / "home", script)
+    assert ran.returncode == 0 and ran.transcript is not None, ran.stderr[-2000:]
+    out, config = tmp_path / "report.json", config_toml(tmp_path, repo, trail="optional")
+    report = _import(ran.transcript, repo, out, config)
+    assert [c["path"] for c in report["changes"]] == ["calc.py"]
+    verdict = verify(out, config)
+    assert (verdict.code, verdict.status) == (0, "delivered"), verdict.findings
+
+
+def test_an_imported_session_takes_its_and_its_sub_agents_edits_in_time_order(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    """A sub-agent documents add, then the session fixes subtract in the same file: the
+    session's transcript comes first, the file's last content is its last edit's."""
+    document = {
+        "replace": {
+            "file_path": "calc.py",
+            "old_string": "def add(a, b):\n",
+            "new_string": 'def add(a, b):\n    """a plus b."""\n',
+            "instruction": "document add",
+        }
+    }
+    script = [turn(DELEGATE), turn(document), turn(FINISH), turn(replace("calc.py"))]
+    ran = geminicli.session(repo.path, tmp_path / "home", [*script, turn("Done.")])
+    assert ran.returncode == 0 and ran.transcript is not None, ran.stderr[-2000:]
+    final = (repo.path / "calc.py").read_bytes()
+    assert b'"""a plus b."""' in final and final.endswith(FIXED.encode())
+    out, config = tmp_path / "report.json", config_toml(tmp_path, repo, trail="optional")
+    [claim] = _import(ran.transcript, repo, out, config)["changes"]
+    assert (claim["path"], claim["sha256_after"]) == ("calc.py", sha256(final))

@@ -10,8 +10,10 @@
    working tree is clean (commit mode), else the working tree (worktree mode);
 3. the claims: each file a successful edit call (``replace``, ``write_file``)
    wrote, by its repository path, from its blob at the base to the last
-   content the transcript says the tool wrote; a shell command's effects are
-   not in the transcript and so are not claimed (the changes check sees them);
+   content the transcript says the tool wrote, the session's sub-agents' edits
+   included (their transcripts beside the session's, `subagent_paths`, edits
+   taken in time order); a shell command's effects are not in the transcript
+   and so are not claimed (the changes check sees them);
 4. the status: ``done`` when the last record is the model's answer (text and no
    tool call), else ``error`` (the transcript stops mid-work);
 5. the report, checked with the contract's own parser before it is handed back.
@@ -30,6 +32,7 @@ from typing import Any
 
 from audit.geminicli import Transcript, read_transcript
 from audit.geminicli.release import AGENT_NAME, tool_profile
+from audit.geminicli.transcript import subagent_paths
 from verifier._internal.git import Git
 from verifier._internal.repository import Repository
 from verifier.checks import editmatch
@@ -83,8 +86,15 @@ def import_transcript(
             "taken from the working tree"
         )
 
-    # 3. The claims.
-    changes, outside = _claims(record, repo, base_commit)
+    # 3. The claims, the sub-agents' edits with the session's.
+    subagents = [(p, read_transcript(p)) for p in subagent_paths(transcript, record.session_id)]
+    subagents = [(p, sub) for p, sub in subagents if sub.kind == "subagent"]
+    notes += [
+        f"sub-agent transcript {p}: its edits are claimed with the session's"
+        for p, sub in subagents
+        if any(c.edit is not None for c in sub.tool_calls)
+    ]
+    changes, outside = _claims([record, *(sub for _, sub in subagents)], repo, base_commit)
     notes += [f"an edit outside the repository, claimed as given: {p}" for p in outside]
 
     # 4. The status, and 5. the report.
@@ -95,6 +105,10 @@ def import_transcript(
             "transcript_sha256": hashlib.sha256(record.raw).hexdigest(),
             "project_hash": record.project_hash,
             "truncated": record.truncated,
+            "subagents": [
+                {"transcript": str(p), "transcript_sha256": hashlib.sha256(sub.raw).hexdigest()}
+                for p, sub in subagents
+            ],
         }
     }
     raw = json.dumps(doc, ensure_ascii=False, indent=1).encode("utf-8") + b"\n"
@@ -109,21 +123,28 @@ def _commit(git: Git, rev: str, what: str) -> str:
 
 
 def _claims(
-    record: Transcript, repo: Repository, base: str
+    records: list[Transcript], repo: Repository, base: str
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """Per file the successful edits wrote: its blob at the base, the last bytes written.
+    """Per file the successful edits of `records` (the session's transcript, then its
+    sub-agents') wrote: its blob at the base, the last bytes written.
 
-    A tool's display holds the text it computed with LF line endings; the bytes
-    written have CRLF ones where the file had a CRLF (`editmatch.crlf_written`),
-    so each file is followed from its base blob, edit after edit.
+    The edits are taken in the order of their messages' times (a sub-agent runs inside
+    the session's ``invoke_agent`` call), a transcript's own order where times are equal
+    or missing. A tool's display holds the text it computed with LF line endings; the
+    bytes written have CRLF ones where the file had a CRLF (`editmatch.crlf_written`), so
+    each file is followed from its base blob, edit after edit.
     """
     root = repo.root.resolve()
+    timed = [
+        (m.timestamp or "", n, i, edit)
+        for n, record in enumerate(records)
+        for i, m in enumerate(record.messages)
+        for call in m.tool_calls
+        if (edit := call.edit) is not None
+    ]
     edits: list[tuple[str, str]] = []
     outside: list[str] = []
-    for call in record.tool_calls:
-        edit = call.edit
-        if edit is None:
-            continue
+    for *_, edit in sorted(timed, key=lambda t: t[:3]):
         given = Path(edit.file_path)
         target = (given if given.is_absolute() else root / given).resolve()
         try:
