@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from contextlib import ExitStack
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -140,7 +140,11 @@ def run(_tmp: Path, repeat: int) -> Result:
                 lambda: raw(engine, day_from=None, group=None),
             ),
             "last 30 days by day": (
-                lambda: store.stats(day_from=month, day_to=LAST_DAY, group_by="day"),
+                lambda: store.stats(
+                    ended_from=datetime.combine(month, time(), tzinfo=UTC),
+                    ended_to=datetime.combine(LAST_DAY + timedelta(days=1), time(), tzinfo=UTC),
+                    group_by="day",
+                ),
                 lambda: raw(engine, day_from=month, group="day"),
             ),
             "all time by repository": (

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -185,6 +185,7 @@ def test_the_overridden_count_follows_the_stats_filters(store: Store) -> None:
     assert overridden_count(store) == 2
     assert overridden_count(store, agent="fixer") == 2
     assert overridden_count(store, agent="writer") == 0
-    assert overridden_count(store, day_from=date(2026, 11, 30)) == 1
-    assert overridden_count(store, day_to=date(2026, 11, 29), model="") == 1
+    assert overridden_count(store, ended_from=datetime(2026, 11, 30, tzinfo=UTC)) == 1
+    assert overridden_count(store, ended_to=datetime(2026, 11, 30, tzinfo=UTC), model="") == 1
+    assert overridden_count(store, ended_to=datetime(2026, 11, 29, 10, tzinfo=UTC)) == 0
     assert overridden_count(store, repo="shop") == 0

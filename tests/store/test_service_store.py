@@ -215,6 +215,10 @@ def test_pages_cover_every_session_once_while_sessions_arrive(store: Store) -> N
     assert caught.value.field == "limit"
 
 
+def _midnight(day: date) -> datetime:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
+
+
 def test_stats_by_day_week_agent_model_repo_and_range(store: Store) -> None:
     store.ingest(report("mon", agent="x", model="m1", ended="2026-11-23T10:00:00Z"))
     store.ingest(report("sun", agent="y", ended="2026-11-29T23:59:59Z"))
@@ -241,14 +245,16 @@ def test_stats_by_day_week_agent_model_repo_and_range(store: Store) -> None:
     assert agents["x"].total == 2 and agents["x"].pending == 1 and agents["y"].total == 1
     assert {g.key for g in store.stats(group_by="model").groups} == {"", "m1"}
     assert {g.key for g in store.stats(group_by="repo").groups} == {"calc", "r2"}
-    ranged = store.stats(day_from=date(2026, 11, 24), day_to=date(2026, 11, 29))
+    ranged = store.stats(
+        ended_from=_midnight(date(2026, 11, 24)), ended_to=_midnight(date(2026, 11, 30))
+    )
     assert ranged.totals.total == 1 and ranged.totals.not_delivered == 1
     assert ranged.groups == []
     with pytest.raises(BadRequest) as caught:
         store.stats(group_by="hour")
     assert caught.value.field == "group_by"
     with pytest.raises(BadRequest) as caught:
-        store.stats(day_from=date(2026, 12, 1), day_to=date(2026, 11, 1))
+        store.stats(ended_from=_midnight(date(2026, 12, 1)), ended_to=_midnight(date(2026, 11, 1)))
     assert caught.value.field == "from"
 
 

@@ -12,10 +12,11 @@ import pytest
 
 from tests.support.report_factory import make_report_bytes
 from verifier.contract.report import parse_report
+from verifier.errors import BadRequest
 from verifier.findings import CheckResult, CheckStatus, Finding, Verification, decide
 from verifier.store import Counts, Group, Listed, SessionFilter, Stats, Store
 from verifier.store.rows import GROUP_BY
-from verifier.store.stats import count_rows
+from verifier.store.stats import bounds, count_rows
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)  # a Monday
 AGENTS = ("fixer", "writer")
@@ -74,8 +75,8 @@ def expected(
     sessions: list[Listed],
     group_by: str | None,
     wanted: dict[str, str],
-    day_from: date | None,
-    day_to: date | None,
+    ended_from: datetime | None,
+    ended_to: datetime | None,
 ) -> Stats:
     """The stats counted one session at a time."""
 
@@ -93,10 +94,10 @@ def expected(
     totals = Counts()
     groups: dict[str, Counts] = {}
     for item in sessions:
-        day = item.session.ended_at.astimezone(UTC).date()
+        ended = item.session.ended_at
         if any(value(item, d) != k for d, k in wanted.items()):
             continue
-        if (day_from and day < day_from) or (day_to and day > day_to):
+        if (ended_from and ended < ended_from) or (ended_to and ended >= ended_to):
             continue
         counts = Counts.of(item.session.done, item.delivery_status, 1)
         totals += counts
@@ -128,22 +129,90 @@ def test_every_filter_and_grouping_equals_a_count_of_the_sessions(store: Store) 
         assert got == expected(sessions, group_by, wanted, None, None), (wanted, group_by)
 
 
+def _midnight(day: date) -> datetime:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
+
+
+# Sessions end from 09:00 to 13:00 (UTC) each day: a bound at 11:30 cuts its day in two.
+CUT = timedelta(hours=11, minutes=30)
+
+
 @pytest.mark.parametrize(
-    ("day_from", "day_to"),
+    ("ended_from", "ended_to"),
     [
-        (date(2026, 11, 4), date(2026, 11, 12)),
-        (date(2026, 11, 10), None),
-        (None, date(2026, 11, 3)),
+        # Whole days (midnights): read from the day counts.
+        (_midnight(date(2026, 11, 4)), _midnight(date(2026, 11, 13))),
+        (_midnight(date(2026, 11, 10)), None),
+        (None, _midnight(date(2026, 11, 4))),
+        # Moments within a day: the sessions counted, each under the UTC day it ended.
+        (_midnight(date(2026, 11, 4)) + CUT, _midnight(date(2026, 11, 12)) + CUT),
+        (_midnight(date(2026, 11, 10)) + CUT, None),
+        (None, _midnight(date(2026, 11, 3)) + CUT),
+        # An offset other than UTC: 01:30 at +02:00 is 23:30 the day before.
+        (datetime(2026, 11, 5, 1, 30, tzinfo=timezone(timedelta(hours=2))), None),
     ],
 )
-def test_a_day_range_narrows_every_filter_alike(
-    store: Store, day_from: date | None, day_to: date | None
+def test_a_span_narrows_every_filter_and_grouping_alike(
+    store: Store, ended_from: datetime | None, ended_to: datetime | None
 ) -> None:
     sessions = store.sessions()
     for wanted, group_by in itertools.product(FILTERS, (None, *GROUP_BY)):
-        got = store.stats(day_from=day_from, day_to=day_to, group_by=group_by, **wanted)  # type: ignore[arg-type]
-        want = expected(sessions, group_by, wanted, day_from, day_to)
-        assert got == want, (wanted, group_by, day_from, day_to)
+        got = store.stats(ended_from=ended_from, ended_to=ended_to, group_by=group_by, **wanted)
+        want = expected(sessions, group_by, wanted, ended_from, ended_to)
+        assert got == want, (wanted, group_by, ended_from, ended_to)
+
+
+def test_a_bound_within_a_day_counts_that_days_sessions_of_the_span_only(store: Store) -> None:
+    day = _midnight(date(2026, 11, 4))
+    whole = {g.key: g.counts.total for g in store.stats(group_by="day").groups}
+    after = store.stats(ended_from=day + CUT, ended_to=day + timedelta(days=1), group_by="day")
+    before = store.stats(ended_from=day, ended_to=day + CUT, group_by="day")
+    [(key, cut)] = [(g.key, g.counts.total) for g in after.groups]
+    assert key == "2026-11-04" and 0 < cut < whole[key]
+    assert cut + before.totals.total == whole[key]
+
+
+@pytest.mark.parametrize(
+    ("first", "last", "span"),
+    [
+        ("2026-11-04", "2026-11-12", (datetime(2026, 11, 4), datetime(2026, 11, 13))),
+        ("2026-11-04T10:00:00Z", None, (datetime(2026, 11, 4, 10), None)),
+        (None, "2026-11-12T08:00:00+02:00", (None, datetime(2026, 11, 12, 6))),
+        (
+            "2026-11-04T10:00:00z",
+            "2026-11-04T10:00:01Z",
+            (datetime(2026, 11, 4, 10), datetime(2026, 11, 4, 10, 0, 1)),
+        ),
+        (" 2026-11-04 ", "2026-11-04", (datetime(2026, 11, 4), datetime(2026, 11, 5))),
+        (None, None, (None, None)),
+    ],
+)
+def test_from_and_to_take_a_date_or_a_moment_with_its_offset(
+    first: str | None, last: str | None, span: tuple[datetime | None, datetime | None]
+) -> None:
+    """A date `to` is its whole day: the span ends at the next midnight; a time is the
+    moment the sessions ended before. Every bound comes back in UTC."""
+    utc = tuple(None if m is None else m.replace(tzinfo=UTC) for m in span)
+    assert bounds(first, last) == utc
+
+
+@pytest.mark.parametrize(
+    ("first", "last", "field", "says"),
+    [
+        ("yesterday", None, "from", "is not a date or an ISO 8601 date and time"),
+        (None, "2026-11-04T10:00:00", "to", "has no UTC offset"),
+        (None, "2026-13-01", "to", "is not a date"),
+        (None, "9999-12-31", "to", "the last day a date can name"),
+        ("2026-11-05", "2026-11-04", "from", "expected a moment before to="),
+        ("2026-11-04T10:00:00Z", "2026-11-04T12:00:00+02:00", "from", "before to="),
+    ],
+)
+def test_a_bad_from_or_to_is_refused_naming_it(
+    first: str | None, last: str | None, field: str, says: str
+) -> None:
+    with pytest.raises(BadRequest) as refused:
+        bounds(first, last)
+    assert refused.value.field == field and says in refused.value.problem
 
 
 def test_the_counts_are_not_trivial(store: Store) -> None:

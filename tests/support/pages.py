@@ -79,3 +79,16 @@ def period_rows(page: str) -> dict[str, list[str]]:
     ):
         rows[label] = [html.unescape(c) for c in re.findall(r"<td[^>]*>([^<]*)</td>", body)]
     return rows
+
+
+def period_figures(groups: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """The API's day or week groups as the figures behind the chart show them."""
+    return {
+        g["key"]: [
+            str(g["total"]),
+            pct(g["done_rate"]),
+            pct(g["delivered_rate"]),
+            str(g["silent_failures"]),
+        ]
+        for g in groups
+    }

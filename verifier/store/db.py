@@ -20,7 +20,7 @@ import hashlib
 import json
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -558,20 +558,20 @@ class Store:
     def stats(
         self,
         *,
-        day_from: date | None = None,
-        day_to: date | None = None,
+        ended_from: datetime | None = None,
+        ended_to: datetime | None = None,
         group_by: str | None = None,
         agent: str | None = None,
         model: str | None = None,
         repo: str | None = None,
     ) -> Stats:
-        """Counts of the sessions that ended from `day_from` to `day_to` (both included,
-        UTC days), in all and by `group_by`, of one agent, model or repository when
+        """Counts of the sessions that ended from `ended_from` (included) to `ended_to`
+        (excluded), in all and by `group_by`, of one agent, model or repository when
         given: `verifier.store.stats.stats`, which says how they are read."""
         return counting.stats(
             self.transaction,
-            day_from=day_from,
-            day_to=day_to,
+            ended_from=ended_from,
+            ended_to=ended_to,
             group_by=group_by,
             agent=agent,
             model=model,

@@ -10,7 +10,7 @@ untouched: the stats count computed verdicts; a merge gate reads
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from sqlalchemy import ColumnElement, func, select
@@ -102,15 +102,15 @@ def overrides(store: Store, session_id: str) -> list[OverrideRow]:
 def overridden_count(
     store: Store,
     *,
-    day_from: date | None = None,
-    day_to: date | None = None,
+    ended_from: datetime | None = None,
+    ended_to: datetime | None = None,
     agent: str | None = None,
     model: str | None = None,
     repo: str | None = None,
 ) -> int:
     """How many sessions carry a standing override (the stats say they count none), of
-    those `Store.stats` counts with the same arguments: ended from `day_from` to `day_to`
-    (UTC days, both included), of one agent, model ('' for none) or repository."""
+    those `Store.stats` counts with the same arguments: ended from `ended_from`
+    (included) to `ended_to` (excluded), of one agent, model ('' for none) or repository."""
     conditions: list[ColumnElement[bool]] = [SessionModel.override_status.is_not(None)]
     if agent is not None:
         conditions.append(SessionModel.agent_name == agent)
@@ -118,16 +118,12 @@ def overridden_count(
         conditions.append(func.coalesce(SessionModel.agent_model, "") == model)
     if repo is not None:
         conditions.append(SessionModel.repo_name == repo)
-    if day_from is not None:
-        conditions.append(SessionModel.ended_at >= _day_start(day_from))
-    if day_to is not None:
-        conditions.append(SessionModel.ended_at < _day_start(day_to + timedelta(days=1)))
+    if ended_from is not None:
+        conditions.append(SessionModel.ended_at >= ended_from)
+    if ended_to is not None:
+        conditions.append(SessionModel.ended_at < ended_to)
     with store.transaction() as session:
         return int(session.scalar(select(func.count()).where(*conditions)) or 0)
-
-
-def _day_start(day: date) -> datetime:
-    return datetime(day.year, day.month, day.day, tzinfo=UTC)
 
 
 def _row(model: VerdictOverrideModel) -> OverrideRow:

@@ -7,6 +7,9 @@ its verdict changes, with the `count_upsert` statement on the `count_rows` of
 the session, in the transaction that changes it. `stats` then reads those
 counts, or the sessions themselves for filters the counts cannot answer.
 
+The sessions counted ended in a span, from a moment (included) to a moment
+(excluded), either open; `bounds` reads one as people type it in `from` and `to`.
+
 `failure_reasons` counts sessions by the check and finding code of their shown
 run's findings, with `has_finding` as the one condition a list filtered on a
 row uses, so that the row's count and the list's length are the same query.
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from sqlalchemy import ColumnElement, and_, exists, func, select
@@ -25,6 +28,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from verifier.errors import BadRequest
+from verifier.moments import parse_moment
 from verifier.store.models import FindingModel, SessionCountModel, SessionModel
 from verifier.store.rows import GROUP_BY, Counts, FailureReason, Group, Stats
 
@@ -70,34 +74,61 @@ def count_rows(
     ]
 
 
+def bounds(first: str | None, last: str | None) -> tuple[datetime | None, datetime | None]:
+    """The span a `from` and a `to` name, as every face types a moment
+    (`verifier.moments.parse_moment`: a date, or a date and time with its offset): from
+    `first` (included) to `last` (excluded). A `to` that is a date names its whole day,
+    which ends at the next midnight; one with a time is the moment the sessions ended
+    before. Empty is open. `BadRequest` naming the field at fault."""
+    start = parse_moment(first, "from") if first else None
+    end = parse_moment(last, "to") if last else None
+    # parse_moment reads ten characters as a date (its midnight, UTC).
+    if last and end is not None and len(last.strip()) == 10:
+        try:
+            end += timedelta(days=1)
+        except OverflowError:
+            raise BadRequest("to", f"{last!r} is the last day a date can name") from None
+    if start is not None and end is not None and start >= end:
+        raise BadRequest("from", f"got {first!r}, expected a moment before to={last!r}")
+    return start, end
+
+
 def stats(
     transaction: Transaction,
     *,
-    day_from: date | None = None,
-    day_to: date | None = None,
+    ended_from: datetime | None = None,
+    ended_to: datetime | None = None,
     group_by: str | None = None,
     agent: str | None = None,
     model: str | None = None,
     repo: str | None = None,
 ) -> Stats:
-    """Counts of the sessions that ended from `day_from` to `day_to` (both included,
-    UTC days), in all and by `group_by` (day, week, agent, model, repo), of one
-    agent, model ('' for none) or repository when given, read in `transaction`.
+    """Counts of the sessions that ended from `ended_from` (included) to `ended_to`
+    (excluded), in all and by `group_by` (day, week, agent, model, repo: days are UTC
+    days, so a span that starts or ends within one counts that day's sessions of the
+    span only), of one agent, model ('' for none) or repository when given, read in
+    `transaction`.
 
-    Read from `session_counts`, never from the sessions, when at most one of agent,
-    model and repo is given and the grouping is by time or by that same dimension:
-    the cost is the number of days times the values of one dimension, whatever the
-    number of sessions. Other combinations count the matching sessions themselves.
+    Read from `session_counts`, never from the sessions, when the span's bounds are
+    midnights (UTC), at most one of agent, model and repo is given and the grouping is
+    by time or by that same dimension: the cost is the number of days times the values
+    of one dimension, whatever the number of sessions. Other combinations count the
+    matching sessions themselves.
     """
     if group_by is not None and group_by not in GROUP_BY:
         raise BadRequest("group_by", f"must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
-    if day_from is not None and day_to is not None and day_from > day_to:
-        raise BadRequest("from", f"{day_from} is after to={day_to}")
+    if ended_from is not None and ended_to is not None and ended_from >= ended_to:
+        raise BadRequest("from", f"{utc(ended_from)} is not before to={utc(ended_to)}")
     wanted = {
         d: k for d, k in (("agent", agent), ("model", model), ("repo", repo)) if k is not None
     }
-    if len(wanted) > 1 or (wanted and group_by not in (None, "day", "week", *wanted)):
-        return _stats_from_sessions(transaction, day_from, day_to, group_by, wanted)
+    whole_days = all(m is None or _midnight(m) for m in (ended_from, ended_to))
+    if (
+        not whole_days
+        or len(wanted) > 1
+        or (wanted and group_by not in (None, "day", "week", *wanted))
+    ):
+        return _stats_from_sessions(transaction, ended_from, ended_to, group_by, wanted)
     # Totals, days and weeks read the `all` rows; an agent breakdown the `agent` rows.
     if wanted:
         [(dimension, key)] = wanted.items()
@@ -121,10 +152,10 @@ def stats(
     )
     if key is not None:
         query = query.where(SessionCountModel.key == key)
-    if day_from is not None:
-        query = query.where(SessionCountModel.day >= day_from)
-    if day_to is not None:
-        query = query.where(SessionCountModel.day <= day_to)
+    if ended_from is not None:
+        query = query.where(SessionCountModel.day >= utc(ended_from).date())
+    if ended_to is not None:
+        query = query.where(SessionCountModel.day < utc(ended_to).date())
     with transaction() as session:
         rows = session.execute(query).all()
     return _stats(group_by, ((*key, done, status, n) for *key, done, status, n in rows))
@@ -132,8 +163,8 @@ def stats(
 
 def _stats_from_sessions(
     transaction: Transaction,
-    day_from: date | None,
-    day_to: date | None,
+    ended_from: datetime | None,
+    ended_to: datetime | None,
     group_by: str | None,
     wanted: dict[str, str],
 ) -> Stats:
@@ -144,10 +175,10 @@ def _stats_from_sessions(
         (func.coalesce(columns[d], "") if d == "model" else columns[d]) == k
         for d, k in wanted.items()
     ]
-    if day_from is not None:
-        conditions.append(SessionModel.ended_at >= _day_start(day_from))
-    if day_to is not None:
-        conditions.append(SessionModel.ended_at < _day_start(day_to + timedelta(days=1)))
+    if ended_from is not None:
+        conditions.append(SessionModel.ended_at >= ended_from)
+    if ended_to is not None:
+        conditions.append(SessionModel.ended_at < ended_to)
     keys = (
         []
         if group_by is None
@@ -179,8 +210,13 @@ def _stats(group_by: str | None, rows: Iterable[tuple[Any, ...]]) -> Stats:
     return Stats(totals, [Group(k, c) for k, c in sorted(groups.items()) if c.total])
 
 
-def _day_start(day: date) -> datetime:
-    return datetime(day.year, day.month, day.day, tzinfo=UTC)
+def utc(moment: datetime) -> datetime:
+    """An aware moment in UTC."""
+    return moment.astimezone(UTC)
+
+
+def _midnight(moment: datetime) -> bool:
+    return utc(moment).time() == time(0)
 
 
 def _group_key(group_by: str | None, value: Any) -> str:

@@ -23,8 +23,9 @@ from verifier.contract.trajectory import ToolCall
 from verifier.errors import BadRequest, ConfigError, InvalidReport, ReportPruned
 from verifier.findings import deciding_finding
 from verifier.service.dashboard.chart import MAX_SERIES, Point, Series
-from verifier.store import Counts, FailureReason, Listed, RunRow, SessionFilter, Store
+from verifier.store import Counts, FailureReason, Listed, RunRow, SessionFilter, Stats, Store
 from verifier.store.overrides import OverrideRow, overrides
+from verifier.store.stats import bounds
 
 DIMENSIONS = ("agent", "model", "repo")
 # The chart draws one line per agent or per model on demand (`lines=`).
@@ -43,6 +44,7 @@ MAX_DAILY_POINTS = 92
 SILENT_PAGE = 50
 # The days a filter may name: the day after the last must still be a date.
 FIRST_DAY, LAST_DAY = date(1970, 1, 1), date(9998, 12, 31)
+ONE_MICROSECOND = timedelta(microseconds=1)
 # A session page lists at most this many calls and entries; the rest are counted.
 MAX_ROWS = 2000
 RAW_CHARS = 400
@@ -51,10 +53,14 @@ _ENTRY = re.compile(r"^audit\.entries\[(\d+)\]")
 
 @dataclass(frozen=True)
 class Filters:
-    """The overview's filters, as the URL holds them (so a view can be shared)."""
+    """The overview's filters, as the URL holds them (so a view can be shared): `first`
+    and `last` are `from` and `to` as typed, `ended_from` and `ended_to` the span they
+    name (`_span`)."""
 
-    day_from: date | None = None
-    day_to: date | None = None
+    first: str | None = None
+    last: str | None = None
+    ended_from: datetime | None = None
+    ended_to: datetime | None = None
     agent: str | None = None
     model: str | None = None
     repo: str | None = None
@@ -79,9 +85,12 @@ class Filters:
         lines = query.get("lines") or None
         if lines is not None and lines not in LINES:
             raise BadRequest("lines", f"got {lines!r}, expected one of {', '.join(LINES)}")
+        first, last, ended_from, ended_to = _span(query)
         filters = cls(
-            day_from=_day(query, "from"),
-            day_to=_day(query, "to"),
+            first=first,
+            last=last,
+            ended_from=ended_from,
+            ended_to=ended_to,
             agent=query.get("agent") or None,
             model=query.get("model") if "model" in query and query.get("model") != "*" else None,
             repo=query.get("repo") or None,
@@ -91,15 +100,13 @@ class Filters:
             cursor=query.get("cursor") or None,
             lines=lines,
         )
-        if filters.day_from and filters.day_to and filters.day_from > filters.day_to:
-            raise BadRequest("from", f"got {filters.day_from}, expected a day on or before to")
         return filters
 
     def query(self, **changes: Any) -> dict[str, str]:
         """The query parameters of this view with `changes`; defaults are left out."""
         values: dict[str, Any] = {
-            "from": self.day_from,
-            "to": self.day_to,
+            "from": self.first,
+            "to": self.last,
             "agent": self.agent,
             "model": self.model,
             "repo": self.repo,
@@ -112,17 +119,27 @@ class Filters:
         return {k: str(v) for k, v in values.items() if v is not None}
 
 
-def _day(query: Mapping[str, str], name: str) -> date | None:
-    text = query.get(name) or ""
-    if not text:
-        return None
-    try:
-        day = date.fromisoformat(text)
-    except ValueError:
-        raise BadRequest(name, f"got {text!r}, expected a day as YYYY-MM-DD") from None
-    if not FIRST_DAY <= day <= LAST_DAY:
-        raise BadRequest(name, f"got {text!r}, expected a day from {FIRST_DAY} to {LAST_DAY}")
-    return day
+def _span(
+    query: Mapping[str, str],
+) -> tuple[str | None, str | None, datetime | None, datetime | None]:
+    """`from` and `to` as typed, and the span they name as the API's stats read it
+    (`store.stats.bounds`: a date, or a date and time with its offset; a `to` date is
+    its whole day), within the days a filter may name; `BadRequest` naming the field."""
+    first = (query.get("from") or "").strip() or None
+    last = (query.get("to") or "").strip() or None
+    ended_from, ended_to = bounds(first, last)
+    earliest, latest = _start(FIRST_DAY), _start(LAST_DAY + timedelta(days=1))
+    for name, text, moment in (("from", first, ended_from), ("to", last, ended_to)):
+        if moment is not None and not earliest <= moment <= latest:
+            raise BadRequest(
+                name, f"got {text!r}, expected a moment from {FIRST_DAY} to {LAST_DAY}"
+            )
+    return first, last, ended_from, ended_to
+
+
+def _last_day(ended_to: datetime) -> date:
+    """The last UTC day a span that ends (excluded) at `ended_to` holds a moment of."""
+    return (ended_to.astimezone(UTC) - ONE_MICROSECOND).date()
 
 
 @dataclass(frozen=True)
@@ -170,18 +187,23 @@ class Overview:
 def overview(store: Store, filters: Filters) -> Overview:
     """The overview page: totals, the rates over time, the table, the silent failures."""
     scope = {"agent": filters.agent, "model": filters.model, "repo": filters.repo}
-    days = filters.day_from, filters.day_to
-    daily = store.stats(day_from=days[0], day_to=days[1], group_by="day", **scope)
+    daily = _counts(store, filters, "day", scope)
     period = "day"
     groups = daily.groups
     points: list[Point] = []
     if groups:
-        first = filters.day_from or date.fromisoformat(groups[0].key)
-        last = filters.day_to or date.fromisoformat(groups[-1].key)
+        first = (
+            filters.ended_from.astimezone(UTC).date()
+            if filters.ended_from
+            else date.fromisoformat(groups[0].key)
+        )
+        last = (
+            _last_day(filters.ended_to) if filters.ended_to else date.fromisoformat(groups[-1].key)
+        )
         step = 1
         if (last - first).days + 1 > MAX_DAILY_POINTS:
             period, step = "week", 7
-            groups = store.stats(day_from=days[0], day_to=days[1], group_by="week", **scope).groups
+            groups = _counts(store, filters, "week", scope).groups
             # Weeks from the first to the last that has a session: a range of centuries
             # asked for in the URL draws the weeks that hold sessions, not every week.
             first = max(first, date.fromisoformat(groups[0].key))
@@ -189,7 +211,7 @@ def overview(store: Store, filters: Filters) -> Overview:
             last = min(last, date.fromisoformat(groups[-1].key))
         points = _points(first, last, step, {g.key: g.counts for g in groups})
     series, left_out = _series(store, filters, period, points)
-    table = store.stats(day_from=days[0], day_to=days[1], group_by=filters.by, **scope)
+    table = _counts(store, filters, filters.by, scope)
     rows = _sorted([Row(g.key, g.counts) for g in table.groups], filters.sort, filters.desc)
     silent, cursor = _silent(store, filters)
     everything = {d: store.stats(group_by=d).groups for d in DIMENSIONS}
@@ -213,6 +235,15 @@ def overview(store: Store, filters: Filters) -> Overview:
     )
 
 
+def _counts(
+    store: Store, filters: Filters, group_by: str, scope: Mapping[str, str | None]
+) -> Stats:
+    """The stats of `scope` (agent, model, repository) over the span of `filters`."""
+    return store.stats(
+        ended_from=filters.ended_from, ended_to=filters.ended_to, group_by=group_by, **scope
+    )
+
+
 def _series(
     store: Store, filters: Filters, period: str, points: list[Point]
 ) -> tuple[list[Series] | None, int]:
@@ -221,13 +252,12 @@ def _series(
     if filters.lines is None:
         return None, 0
     scope = {"agent": filters.agent, "model": filters.model, "repo": filters.repo}
-    first, last = filters.day_from, filters.day_to
-    ranking = store.stats(day_from=first, day_to=last, group_by=filters.lines, **scope).groups
+    ranking = _counts(store, filters, filters.lines, scope).groups
     ranking.sort(key=lambda g: (-g.counts.total, g.key))
     series = []
     for group in ranking[:MAX_SERIES]:
         one = {**scope, filters.lines: group.key}
-        counts = store.stats(day_from=first, day_to=last, group_by=period, **one)
+        counts = _counts(store, filters, period, one)
         by_period = {g.key: g.counts for g in counts.groups}
         shown = [by_period.get(p.label, Counts()) for p in points]
         series.append(
@@ -248,8 +278,10 @@ def _reasons(store: Store, filters: Filters, not_delivered: int) -> list[Reason]
         agent=filters.agent,
         model=filters.model,
         repo=filters.repo,
-        day_from=filters.day_from,
-        day_to=filters.day_to,
+        first=filters.first,
+        last=filters.last,
+        ended_from=filters.ended_from,
+        ended_to=filters.ended_to,
     )
     rows = store.failure_reasons(view.store_filter(datetime.now(UTC)))
     return [
@@ -288,8 +320,6 @@ def _sorted(rows: list[Row], sort: str, desc: bool) -> list[Row]:
 
 
 def _silent(store: Store, filters: Filters) -> tuple[list[Silent], str | None]:
-    ended_from = None if filters.day_from is None else _start(filters.day_from)
-    ended_to = None if filters.day_to is None else _start(filters.day_to + timedelta(days=1))
     chosen = SessionFilter(
         agent=filters.agent,
         # '' (no model) is how the stats name sessions without one; the list keeps them below.
@@ -297,8 +327,8 @@ def _silent(store: Store, filters: Filters) -> tuple[list[Silent], str | None]:
         repo=filters.repo,
         done=True,
         delivery_status="not_delivered",
-        ended_from=ended_from,
-        ended_to=ended_to,
+        ended_from=filters.ended_from,
+        ended_to=filters.ended_to,
     )
     page = store.find_sessions(chosen, limit=SILENT_PAGE, cursor=filters.cursor)
     items = page.items
@@ -338,7 +368,8 @@ MAX_SEARCH = 200
 
 @dataclass(frozen=True)
 class ListFilters:
-    """The list's filters, as the URL holds them (so a list can be shared)."""
+    """The list's filters, as the URL holds them (so a list can be shared); `from` and
+    `to` as the overview's (`Filters`)."""
 
     verdict: str | None = None
     done: bool | None = None
@@ -346,8 +377,10 @@ class ListFilters:
     agent: str | None = None
     model: str | None = None
     repo: str | None = None
-    day_from: date | None = None
-    day_to: date | None = None
+    first: str | None = None
+    last: str | None = None
+    ended_from: datetime | None = None
+    ended_to: datetime | None = None
     preset: str | None = None
     q: str | None = None
     check: str | None = None
@@ -373,6 +406,7 @@ class ListFilters:
         for name in query:
             if "\x00" in query[name]:
                 raise BadRequest(name, "holds a NUL character")
+        first, last, ended_from, ended_to = _span(query)
         filters = cls(
             verdict=verdict,
             done=None if done_text is None else done_text == "yes",
@@ -380,8 +414,10 @@ class ListFilters:
             agent=query.get("agent") or None,
             model=query.get("model") if "model" in query and query.get("model") != "*" else None,
             repo=query.get("repo") or None,
-            day_from=_day(query, "from"),
-            day_to=_day(query, "to"),
+            first=first,
+            last=last,
+            ended_from=ended_from,
+            ended_to=ended_to,
             preset=preset,
             q=q,
             check=query.get("check") or None,
@@ -389,10 +425,8 @@ class ListFilters:
             task=query.get("task") or None,
             cursor=query.get("cursor") or None,
         )
-        if preset is not None and (filters.day_from or filters.day_to):
+        if preset is not None and (first or last):
             raise BadRequest("range", f"got {preset!r} beside from/to: choose one or the other")
-        if filters.day_from and filters.day_to and filters.day_from > filters.day_to:
-            raise BadRequest("from", f"got {filters.day_from}, expected a day on or before to")
         if filters.code is not None and filters.check is None:
             raise BadRequest("code", f"got {filters.code!r} without check: name the check too")
         return filters
@@ -409,8 +443,8 @@ class ListFilters:
             "model": self.model,
             "repo": self.repo,
             "range": self.preset,
-            "from": self.day_from,
-            "to": self.day_to,
+            "from": self.first,
+            "to": self.last,
             "check": self.check,
             "code": self.code,
             "task": self.task,
@@ -420,8 +454,7 @@ class ListFilters:
 
     def store_filter(self, now: datetime) -> SessionFilter:
         """The store's filter of this list; a preset counts back from `now`."""
-        ended_from = None if self.day_from is None else _start(self.day_from)
-        ended_to = None if self.day_to is None else _start(self.day_to + timedelta(days=1))
+        ended_from, ended_to = self.ended_from, self.ended_to
         if self.preset is not None:
             ended_from = now - PRESETS[self.preset]
         return SessionFilter(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import date
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
@@ -15,6 +14,7 @@ from verifier.service.api.bodies import NO_NUL, Filter, GroupBody, GroupBy, Stat
 from verifier.service.api.deps import Export, Filters, Read, Service
 from verifier.service.api.errors import responses
 from verifier.store.overrides import overridden_count
+from verifier.store.stats import bounds
 
 router = APIRouter()
 
@@ -54,17 +54,29 @@ async def export_sessions(
     "/v1/stats",
     response_model=StatsBody,
     tags=["stats"],
-    summary="Done against delivered, over a range of days, optionally grouped",
+    summary="Done against delivered, over a span of time, optionally grouped",
     responses=responses(400, 401, 403),
 )
 async def stats(
     token: Read,
     service: Service,
-    day_from: Annotated[
-        date | None, Query(alias="from", description="First day (UTC) the sessions ended.")
+    first: Annotated[
+        str | None,
+        Query(
+            alias="from",
+            pattern=NO_NUL,
+            description="Sessions that ended at or after: a date (its midnight UTC) or an "
+            "ISO 8601 date and time with its offset (`Z`, `+02:00`).",
+        ),
     ] = None,
-    day_to: Annotated[
-        date | None, Query(alias="to", description="Last day (UTC), included.")
+    last: Annotated[
+        str | None,
+        Query(
+            alias="to",
+            pattern=NO_NUL,
+            description="A date: the last day (UTC) the sessions ended, included. An ISO "
+            "8601 date and time with its offset: the moment they ended before.",
+        ),
     ] = None,
     group_by: GroupBy | None = None,
     agent: Filter = None,
@@ -74,11 +86,13 @@ async def stats(
     repo: Filter = None,
 ) -> StatsBody:
     """Rates are sums divided once; `delivered_rate` and `done_rate` count conclusive
-    sessions only; `silent_failures` are done but not delivered."""
+    sessions only; `silent_failures` are done but not delivered. Days and weeks are UTC:
+    a span that starts or ends within a day counts that day's sessions of the span."""
+    ended_from, ended_to = bounds(first, last)
     result = await run_in_threadpool(
         service.store.stats,
-        day_from=day_from,
-        day_to=day_to,
+        ended_from=ended_from,
+        ended_to=ended_to,
         group_by=group_by,
         agent=agent,
         model=model,
@@ -87,8 +101,8 @@ async def stats(
     overridden = await run_in_threadpool(
         lambda: overridden_count(
             service.store,
-            day_from=day_from,
-            day_to=day_to,
+            ended_from=ended_from,
+            ended_to=ended_to,
             agent=agent,
             model=model,
             repo=repo,
