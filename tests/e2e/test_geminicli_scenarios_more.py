@@ -148,6 +148,37 @@ def test_a_call_gemini_clis_policy_denies_then_done_is_not_delivered(
     assert {"change.empty_session", "tests.failed"} <= set(verdict.findings)
 
 
+def test_a_call_the_users_own_hook_blocks_then_done_is_not_delivered(
+    gemini: Path, repo: GitRepo, tmp_path: Path
+) -> None:
+    """Headless, a user rejects a call through a hook of their own (gemini-cli's prompt is
+    interactive only): a ``BeforeTool`` hook of the user's settings answers ``deny``; ours
+    runs beside it, gemini-cli answers the model "Tool execution blocked", the command never
+    runs."""
+    home = tmp_path / "home"
+    (home / ".gemini").mkdir(parents=True)
+    script = tmp_path / "deny.py"
+    deny = {"decision": "deny", "reason": "no shell here"}
+    script.write_text(f"print({json.dumps(json.dumps(deny))})\n")
+    command = f"{sys.executable} {script}"
+    user_hook = {"matcher": "run_shell_command", "hooks": [{"type": "command", "command": command}]}
+    (home / ".gemini" / "settings.json").write_text(
+        json.dumps({"hooks": {"BeforeTool": [user_hook]}})
+    )
+    sed = {"run_shell_command": {"command": SED}}
+    rec = record(gemini, repo, home, [turn(sed), turn("Fixed, done.")])
+    assert rec.run.returncode == 0, rec.run.stderr[-2000:]
+    assert (repo.path / "calc.py").read_text().endswith(BUGGY)
+    got = responses(rec.folder / "transcript.jsonl")
+    assert got["run_shell_command"] == {"error": "Tool execution blocked: no shell here"}
+    (entry,) = rec.calls()
+    assert (entry["tool"], entry["effects"]) == ("run_shell_command", [])
+    assert entry["result_sha256"] == jcs_sha256(got["run_shell_command"])
+    verdict = verify(rec.folder / "report.json", config_toml(tmp_path, repo))
+    assert (verdict.code, verdict.status) == (1, "not_delivered"), verdict.findings
+    assert {"change.empty_session", "tests.failed"} <= set(verdict.findings)
+
+
 def _until(condition: Callable[[], bool], failure: str, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
