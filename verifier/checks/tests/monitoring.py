@@ -111,14 +111,30 @@ def new_lines(
             after = (work / path).read_bytes()
         except OSError:
             continue
-        old, new = before.splitlines(), after.splitlines()
-        lines: list[int] = []
-        matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
-        for tag, _i1, _i2, j1, j2 in matcher.get_opcodes():
-            if tag in ("replace", "insert"):
-                lines.extend(range(j1 + 1, j2 + 1))
-        found[path] = lines
+        found[path] = changed_lines(before.splitlines(), after.splitlines())
     return found
+
+
+def changed_lines(old: Sequence[bytes], new: Sequence[bytes]) -> list[int]:
+    """The numbers (from 1) of the lines of `new` that a diff from `old` inserts or replaces.
+
+    The lines both share at the start and at the end are the same lines, unchanged
+    (as every diff program takes them); only the middle goes through `difflib`, whose
+    matching costs far more than a linear scan (0.18 s of CPU for one changed line
+    of a 5,000-line file, when the whole file went through it)."""
+    start, end = 0, min(len(old), len(new))
+    while start < end and old[start] == new[start]:
+        start += 1
+    tail = 0
+    while tail < end - start and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    middle_old, middle_new = old[start : len(old) - tail], new[start : len(new) - tail]
+    lines: list[int] = []
+    matcher = difflib.SequenceMatcher(None, middle_old, middle_new, autojunk=False)
+    for tag, _i1, _i2, j1, j2 in matcher.get_opcodes():
+        if tag in ("replace", "insert"):
+            lines.extend(range(start + j1 + 1, start + j2 + 1))
+    return lines
 
 
 def findings(events: Sequence[MonitorEvent], changed_data: str) -> list[Finding]:
