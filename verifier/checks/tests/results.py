@@ -19,6 +19,7 @@ from the cases proves nothing.
 from __future__ import annotations
 
 import errno
+import fcntl
 import glob as globlib
 import hashlib
 import hmac
@@ -27,6 +28,7 @@ import os
 import re
 import stat
 import threading
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -472,16 +474,29 @@ SUMMARY_KEYS = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
 _SUMMARY = re.compile(r"^=* ?((?:\d+ [a-z]+(?:, )?)+|no tests ran) in [0-9.]+s(?: \([^)]*\))? ?=*$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _PLURALS = {"errors": "error", "warnings": "warning"}
+# Linux's fcntl commands for a pipe's capacity (the fcntl module names them from 3.10 on
+# Linux only).
+F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
+F_GETPIPE_SZ = getattr(fcntl, "F_GETPIPE_SZ", 1032)
 
 
 class Channel:
     """Read a pipe to its end on a thread of its own, keeping up to `limit` bytes.
 
     The run's events arrive while it goes; reading them as they come means a long
-    suite never blocks on a full pipe. `close()` waits for the end of the pipe (every
-    writer gone: the run is over and its process group killed) for up to
-    `wait_s`, then returns what was read; `overflowed` says bytes were dropped.
+    suite never blocks on a full pipe. They are read in batches: the pipe is
+    enlarged (`PIPE_BYTES`, where the system allows) and, after a read that
+    emptied it, the thread waits `BATCH_S` before the next, so a suite of 14,000
+    lines costs a few hundred reads rather than one wake-up of this process per
+    line (0.35–0.5 s of CPU, measured on more-itertools' suite). `close()` waits
+    for the end of the pipe (every writer gone: the run is over and its process
+    group killed) for up to `wait_s`, then returns what was read; `overflowed`
+    says bytes were dropped.
     """
+
+    #: The pipe's capacity asked for: at `BATCH_S`, 1 MiB holds 50 MB/s of events.
+    PIPE_BYTES = 1 << 20
+    BATCH_S = 0.02
 
     def __init__(self, read_fd: int, limit: int = MAX_REPORT_BYTES) -> None:
         self._fd = read_fd
@@ -489,17 +504,20 @@ class Channel:
         self._chunks: list[bytes] = []
         self._size = 0
         self.overflowed = False
+        self._capacity = _enlarge(read_fd, self.PIPE_BYTES)
         self._thread = threading.Thread(target=self._read, name="verifier-results", daemon=True)
         self._thread.start()
 
     def _read(self) -> None:
         while True:
             try:
-                chunk = os.read(self._fd, 65536)
+                chunk = os.read(self._fd, self._capacity)
             except OSError:
                 return
             if not chunk:
                 return
+            if len(chunk) < self._capacity:
+                time.sleep(self.BATCH_S)  # emptied: let the next lines gather
             room = self._limit - self._size
             if len(chunk) > room:
                 self.overflowed = True
@@ -515,6 +533,18 @@ class Channel:
         else:
             self.overflowed = True  # a writer outlived the run: what we have is not all
         return b"".join(self._chunks)
+
+
+def _enlarge(fd: int, size: int) -> int:
+    """The capacity of the pipe `fd` after asking for `size` bytes (Linux's F_SETPIPE_SZ;
+    elsewhere, or when refused, the 64 KiB most systems give)."""
+    try:
+        return max(fcntl.fcntl(fd, F_SETPIPE_SZ, size), 65536)
+    except OSError:
+        try:
+            return max(fcntl.fcntl(fd, F_GETPIPE_SZ), 65536)
+        except OSError:
+            return 65536
 
 
 @dataclass(frozen=True)
