@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ import pytest
 from tests.support.channel import sealed
 from verifier.checks.tests.results import (
     MAX_REPORT_BYTES,
+    Channel,
     MonitorEvent,
     OutcomeCounts,
     UnreadableResults,
@@ -273,3 +276,34 @@ def test_a_teardown_error_after_a_failed_call_is_a_case_of_its_own_as_in_junit()
 
     assert run.counts.to_dict() == {"passed": 0, "failed": 1, "errors": 1, "skipped": 1}
     assert run.counts.tests == 3
+
+
+def test_the_channel_reads_a_writer_of_many_small_lines_whole_and_in_batches() -> None:
+    """A run writes its events a line at a time, as the tests go; the channel keeps every
+    byte, in order, reading its enlarged pipe in batches (each read that empties the pipe
+    waits for more lines to gather: reading at each line woke this process 2,000 times
+    here), and stops at its bound, saying so."""
+    lines = 20_000
+    script = (
+        "import os, sys, time\n"
+        "fd = int(sys.argv[1])\n"
+        f"for i in range({lines}):\n"
+        "    os.write(fd, b'%06d {}\\n' % i)\n"
+        "    if i % 10 == 0: time.sleep(0.001)\n"
+    )
+    expected = b"".join(b"%06d {}\n" % i for i in range(lines))
+    for limit in (MAX_REPORT_BYTES, 1000):
+        read_fd, write_fd = os.pipe()
+        channel = Channel(read_fd, limit=limit)
+        writer = subprocess.Popen(
+            [sys.executable, "-c", script, str(write_fd)], pass_fds=[write_fd]
+        )
+        os.close(write_fd)
+        assert writer.wait(120) == 0
+        data = channel.close(wait_s=30)
+        if limit == MAX_REPORT_BYTES:
+            assert data == expected and not channel.overflowed
+            assert channel.capacity >= 1 << 16
+            assert channel.reads < 1000, channel.reads  # 2,000 pauses of the writer
+        else:
+            assert data == expected[:1000] and channel.overflowed

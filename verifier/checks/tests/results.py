@@ -504,19 +504,21 @@ class Channel:
         self._chunks: list[bytes] = []
         self._size = 0
         self.overflowed = False
-        self._capacity = _enlarge(read_fd, self.PIPE_BYTES)
+        self.capacity = _enlarge(read_fd, self.PIPE_BYTES)
+        self.reads = 0
         self._thread = threading.Thread(target=self._read, name="verifier-results", daemon=True)
         self._thread.start()
 
     def _read(self) -> None:
         while True:
             try:
-                chunk = os.read(self._fd, self._capacity)
+                chunk = os.read(self._fd, self.capacity)
             except OSError:
                 return
+            self.reads += 1
             if not chunk:
                 return
-            if len(chunk) < self._capacity:
+            if len(chunk) < self.capacity:
                 time.sleep(self.BATCH_S)  # emptied: let the next lines gather
             room = self._limit - self._size
             if len(chunk) > room:
