@@ -20,7 +20,7 @@ import os
 import stat
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from verifier._internal.git import Git
@@ -29,10 +29,10 @@ from verifier.checks.tests import tampering
 from verifier.checks.tests.judge import error
 from verifier.checks.tests.testinfra import DEFAULT_TEST_PATHS, BaseInfra, is_test_infra
 from verifier.errors import InfrastructureError
-from verifier.findings import CheckResult, CheckStatus
+from verifier.findings import CheckResult, CheckStatus, Finding
 from verifier.resources import tampering_patterns_file
 
-__all__ = ["scan"]
+__all__ = ["Scanned", "read_and_scan", "scan"]
 
 
 def scan(
@@ -41,6 +41,7 @@ def scan(
     result: CheckResult,
     infra: BaseInfra | None = None,
     test_paths: Sequence[str] = DEFAULT_TEST_PATHS,
+    scanned: Scanned | None = None,
 ) -> CheckResult:
     """`result`, made inconclusive when the changed files reach into the test machinery.
 
@@ -48,7 +49,43 @@ def scan(
     None when it took nothing, and then `test_paths` are the test code.
     The scan's time is added to the result's; an error of its own (the changed
     files cannot be read, or the working tree moved) is timed from the scan's start.
+    `scanned` is the scan made already (`read_and_scan` with the same `infra`: the
+    tests check makes it while the tests run); else it is made now.
     """
+    if scanned is None:
+        scanned = read_and_scan(repo_path, head, infra, test_paths)
+    if scanned.error is not None:
+        return scanned.error
+    status = CheckStatus.ERROR if scanned.findings else result.status
+    return replace(
+        result,
+        status=status,
+        findings=(*result.findings, *scanned.findings),
+        notes=(*result.notes, *scanned.notes),
+        duration_s=result.duration_s + scanned.elapsed_s,
+    )
+
+
+@dataclass(frozen=True)
+class Scanned:
+    """What the scan of the changed files found (`findings`, `notes`) in `elapsed_s`, or
+    the error that stopped it (`error`: the changed files could not be read, or moved)."""
+
+    findings: tuple[Finding, ...] = ()
+    notes: tuple[str, ...] = ()
+    elapsed_s: float = 0.0
+    error: CheckResult | None = None
+
+
+def read_and_scan(
+    repo_path: Path,
+    head: HeadState,
+    infra: BaseInfra | None = None,
+    test_paths: Sequence[str] = DEFAULT_TEST_PATHS,
+) -> Scanned:
+    """Read the changed files (and their base versions) as the changes check saw them, and
+    scan them (`verifier.checks.tests.tampering`): what `scan` adds to a result. It
+    depends on the session and on what the run takes from the base, never on the run."""
     started = time.monotonic()
     patterns = tampering.load_patterns(tampering_patterns_file())
     cap = patterns.max_file_bytes + 1  # one byte over the cap is enough to skip a file
@@ -83,26 +120,20 @@ def scan(
                 # "<mode> <sha256>" as the changes check read it (`paths.worktree_state`)
                 expected = head.files.get(path, "").partition(" ")[2] or None
                 if expected is not None and kept.sha256.hexdigest() != expected:
-                    return error(
-                        started,
-                        "tests.head_moved",
-                        f"the working tree changed while it was verified: {path!r} differs "
-                        "between the changes check and the scan for tampering",
+                    return Scanned(
+                        error=error(
+                            started,
+                            "tests.head_moved",
+                            f"the working tree changed while it was verified: {path!r} "
+                            "differs between the changes check and the scan for tampering",
+                        )
                     )
                 files[path] = bytes(kept.data)
     except InfrastructureError as exc:
-        return error(started, "tests.snapshot_failed", f"the changed files: {exc}")
+        return Scanned(error=error(started, "tests.snapshot_failed", f"the changed files: {exc}"))
     notes: list[str] = []
     findings = tampering.scan(files, patterns, base=base, test_code=test_code, notes=notes)
-    elapsed = time.monotonic() - started
-    status = CheckStatus.ERROR if findings else result.status
-    return replace(
-        result,
-        status=status,
-        findings=(*result.findings, *findings),
-        notes=(*result.notes, *notes),
-        duration_s=result.duration_s + elapsed,
-    )
+    return Scanned(tuple(findings), tuple(notes), time.monotonic() - started)
 
 
 class _Head:

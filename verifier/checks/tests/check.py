@@ -63,11 +63,12 @@ modified (see `verifier._internal.snapshot`). The codes are listed in docs/findi
 
 from __future__ import annotations
 
+import contextvars
 import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import partial
@@ -121,7 +122,7 @@ class TestsCheck:
             return CheckResult(
                 NAME, CheckStatus.SKIPPED, details={"reason": "no head state to test"}
             )
-        task, repository = context.task, context.repo
+        task, repository, repo_path = context.task, context.repo, context.repo_path
         differential = repository.baseline == "differential" or (
             task is not None and task.has_acceptance
         )
@@ -142,11 +143,22 @@ class TestsCheck:
             changed_paths=head.changed,
             per_test=per_test,
         )
-        with ThreadPoolExecutor(1, thread_name_prefix="base") as pool:
+        scans: dict[BaseInfra | None, Future[changed.Scanned]] = {}
+        with ThreadPoolExecutor(2, thread_name_prefix="base") as pool:
             # The base is tested beside the head (its result cached by its tree).
             base = pool.submit(_base_run, context, head.base_commit) if differential else None
+
+            def scan_meanwhile(infra: BaseInfra | None) -> None:
+                # The scan needs the session and what the copy took from the base, never
+                # the run: it reads and parses while the tests run, under this deadline.
+                work = partial(changed.read_and_scan, repo_path, head, infra, repository.test_paths)
+                scans[infra] = pool.submit(contextvars.copy_context().run, work)
+
             result = at_head(
-                progress=context.progress, on_start=context.launched.set, cache=context.test_cache
+                progress=context.progress,
+                on_start=context.launched.set,
+                cache=context.test_cache,
+                on_copied=scan_meanwhile,
             )
             # A failed test run again on a fresh copy: a flake is told from a failure.
             rerun = partial(_selected, at_head, context.progress, "at the head")
@@ -168,7 +180,15 @@ class TestsCheck:
         if result.status is CheckStatus.PASS or _monitored(result):
             # The run passed: was it the code's doing, or did the code reach into the runner?
             infra = next((f for f in result.facts if isinstance(f, BaseInfra)), None)
-            result = changed.scan(context.repo_path, head, result, infra, context.repo.test_paths)
+            made = scans.get(infra)
+            result = changed.scan(
+                context.repo_path,
+                head,
+                result,
+                infra,
+                context.repo.test_paths,
+                scanned=None if made is None else made.result(),
+            )
         return result
 
 
@@ -237,6 +257,7 @@ def check(
     *,
     per_test: bool = False,
     select: Sequence[str] | None = None,
+    on_copied: Callable[[BaseInfra | None], None] | None = None,
 ) -> CheckResult:
     """Run the configured test command on a copy of the head state and judge the outcome,
     in the steps of the module's docstring.
@@ -252,7 +273,8 @@ def check(
     read (`verifier.checks.tests.monitoring`). With `per_test`, the details hold each test's
     end by its id (``outcomes``: the differential classification reads them); with
     `select`, only those test ids run (a rerun of failed tests: pytest through our entry),
-    never from the cache nor kept in it.
+    never from the cache nor kept in it. `on_copied` is called once the copy is made,
+    with what it took from the base (the scan of the changed files goes on meanwhile).
     """
     if select is not None:
         cache = None
@@ -281,6 +303,8 @@ def check(
             say(f"copying the head state into {folder.root}/")
             # 3. The copy.
             snapshot, infra, infra_notes, native = _copy(job, folder)
+            if on_copied is not None:
+                on_copied(infra)
             facts = (infra,) if infra is not None else ()
             declared = _declared(job, runners.runs_pytest(argv))
             # 4. The cache.
