@@ -25,7 +25,9 @@ import sys
 import tarfile
 from pathlib import Path
 
+from tests.benchmarks.cputime import CpuMeter, metered
 from tests.benchmarks.timing import Result, Row, measure
+from tests.benchmarks.verify_cli import cpu_facts
 from tests.support.gitrepo import GitRepo
 from verifier.agent.harness import ScriptedModel, call, model_turn, run_session
 from verifier.store import Store
@@ -76,6 +78,10 @@ def build(tmp: Path) -> tuple[GitRepo, dict[str, object]]:
 
 
 def run(tmp: Path, repeat: int) -> Result:
+    return metered(_run, tmp, repeat)
+
+
+def _run(tmp: Path, repeat: int, meter: CpuMeter) -> Result:
     repo, report = build(tmp)
     report_path = tmp / "report.json"
     report_path.write_text(json.dumps(report, ensure_ascii=False), encoding="utf-8")
@@ -96,7 +102,7 @@ def run(tmp: Path, repeat: int) -> Result:
     def verify(*, cached: bool = False) -> None:
         argv = [str(VERIFIER), "verify", str(report_path), "--config", str(config), "--format",
                 "json"]  # fmt: skip
-        done = subprocess.run(argv, env=env, capture_output=True, check=False)
+        done = meter.run("cached" if cached else "verify", argv, env=env, check=False)
         verdict = json.loads(done.stdout)
         assert done.returncode == 0, verdict
         assert verdict["checks"]["tests"]["details"]["counts"]["passed"] > 600, verdict
@@ -106,7 +112,7 @@ def run(tmp: Path, repeat: int) -> Result:
         verify(cached=True)
 
     def pytest() -> None:
-        done = subprocess.run(command, cwd=repo.path, capture_output=True, check=True)
+        done = meter.run("raw", command, cwd=repo.path, check=True)
         assert b" passed" in done.stdout
 
     # A 13-second suite: three turns are enough for a median.
@@ -121,5 +127,10 @@ def run(tmp: Path, repeat: int) -> Result:
         Row("real project", "verifier verify (SQLite store, result cached)", t["cached"], raw,
             t["raw"]),
     ]  # fmt: skip
-    facts = {"repository": f"{PROJECT} {VERSION} from its sdist; the session edits one line"}
+    facts = {
+        "repository": f"{PROJECT} {VERSION} from its sdist; the session edits one line",
+        **cpu_facts(
+            meter, {"verify": "verify (empty store)", "raw": "pytest"}, "raw", min(repeat, 3)
+        ),
+    }
     return Result(rows, facts)

@@ -26,6 +26,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.benchmarks.cputime import CpuMeter, metered
 from tests.benchmarks.timing import Result, Row, measure
 from tests.support.gitrepo import GitRepo
 from verifier.agent.harness import ScriptedModel, call, model_turn, run_session
@@ -121,7 +122,25 @@ def import_times() -> dict[str, float]:
     return found
 
 
+def cpu_facts(meter: CpuMeter, names: dict[str, str], raw: str, timed: int) -> dict[str, str]:
+    """The CPU medians of the runs `names` gives (run -> label), each also against `raw`'s."""
+    if not meter.enabled:
+        return {"CPU time": "not measured (no cgroup v1 cpuacct hierarchy we may write)"}
+    base = meter.median(raw, timed)
+    parts = []
+    for name, label in names.items():
+        cpu = meter.median(name, timed)
+        if cpu is not None:
+            ratio = f" ({cpu / base:.2f}x)" if base and name != raw else ""
+            parts.append(f"{label} {cpu:.2f} s{ratio}")
+    return {"CPU time, median (cgroup cpuacct, the whole process tree)": ", ".join(parts)}
+
+
 def run(tmp: Path, repeat: int) -> Result:
+    return metered(_run, tmp, repeat)
+
+
+def _run(tmp: Path, repeat: int, meter: CpuMeter) -> Result:
     repo, report = build(tmp / "verify-repo")
     report_path = tmp / "report.json"
     report_path.write_text(json.dumps(report, ensure_ascii=False), encoding="utf-8")
@@ -138,7 +157,7 @@ def run(tmp: Path, repeat: int) -> Result:
     ]
 
     def verify_no_store() -> None:
-        done = subprocess.run([*verify, "--no-store"], env=env, capture_output=True, check=False)
+        done = meter.run("no-store", [*verify, "--no-store"], env=env, check=False)
         verdict = json.loads(done.stdout)
         assert done.returncode == 0, verdict
         assert verdict["checks"]["tests"]["details"]["counts"]["passed"] == TESTS, verdict
@@ -151,7 +170,7 @@ def run(tmp: Path, repeat: int) -> Result:
         shutil.copyfile(empty, store_file)
 
     def verify_store(*, cached: bool = False) -> None:
-        done = subprocess.run(verify, env=env, capture_output=True, check=False)
+        done = meter.run("cached" if cached else "store", verify, env=env, check=False)
         verdict = json.loads(done.stdout)
         assert done.returncode == 0 and "stored" in verdict, verdict
         assert ("cached_from" in verdict["checks"]["tests"]["details"]) is cached, verdict
@@ -161,7 +180,7 @@ def run(tmp: Path, repeat: int) -> Result:
 
     def pytest() -> None:
         cmd = [sys.executable, "-m", "pytest", "-q"]
-        done = subprocess.run(cmd, cwd=repo.path, capture_output=True, check=True)
+        done = meter.run("raw", cmd, cwd=repo.path, check=True)
         assert f"{TESTS} passed".encode() in done.stdout
 
     def version() -> None:
@@ -197,6 +216,12 @@ def run(tmp: Path, repeat: int) -> Result:
         "repository": f"{MODULES} modules, {TESTS} pytest tests; the session fixes one bug",
         "python -X importtime -c 'import verifier.cli.verify'": ", ".join(
             f"{name} {imports[name]:.2f} s" for name in IMPORTS if name in imports
+        ),
+        **cpu_facts(
+            meter,
+            {"no-store": "--no-store", "store": "store (empty)", "raw": "pytest"},
+            "raw",
+            repeat,
         ),
     }
     return Result(rows, facts)
