@@ -222,3 +222,35 @@ def test_the_pages_fit_a_phone_screen(browser: Any, server: tuple[str, dict[str,
     assert tops == sorted(tops) and len(set(tops)) == 3
     assert not problems, problems
     page.close()
+
+
+# Every other view a reader reaches: lines per agent, another grouping and order, a
+# moment typed in the range, the why-fail filter of the list, a search, an override, a
+# refused filter and a session not stored.
+PHONE_VIEWS = (
+    "/?lines=agent",
+    "/?by=model&sort=delivered_rate&dir=asc",
+    "/?from=2026-11-21T10:30:00Z&to=2026-11-24",
+    "/sessions?check=changes&code=change.missing",
+    "/sessions?verdict=not_delivered&done=yes&q=a",
+    "/sessions/a-2",
+    "/?from=yesterday",
+    "/sessions/nobody-stored-this",
+)
+
+
+def test_every_view_of_the_dashboard_fits_a_phone_screen(
+    browser: Any, server: tuple[str, dict[str, str]]
+) -> None:
+    base, tokens = server
+    page, problems, _ = _page(browser, base, 390)
+    page.goto(base + "/login")
+    _fits_the_screen(page, "/login")
+    _log_in(page, base, tokens["read"])
+    for path in PHONE_VIEWS:
+        response = page.goto(base + path)
+        assert response is not None and response.status in (200, 400, 404), path
+        _fits_the_screen(page, path, allowed=".chart-scroll")
+    assert page.locator("#override-verdict").count() == 0  # the last view is a 404
+    assert not [p for p in problems if "404" not in p and "400" not in p], problems
+    page.close()
