@@ -148,8 +148,9 @@ OPERATIONS = {
     "GET /v1/export/sessions": "Every session the filters keep, the latest ended first, one "
     "row each, as CSV or JSON lines, streamed however many there are. CSV cells a "
     "spreadsheet would run as formulas start with a quote.",
-    "GET /v1/stats": "How many sessions ended from `from` to `to` (UTC days, both included), "
-    "by state, with the done rate and the delivered rate, in all and by day, week, agent, "
+    "GET /v1/stats": "How many sessions ended from `from` to `to` (each a date or an ISO 8601 "
+    "date and time with its offset; a date `to` is that whole UTC day, a time `to` the moment "
+    "they ended before), by state, with the done rate and the delivered rate, in all and by day, week, agent, "
     "model or repository. Both rates are over the conclusive sessions (delivered or not "
     "delivered), sums divided once; `silent_failures` are done but not delivered.",
     "GET /v1/rejected": "Bodies that could not be read as a report, the latest first, with "
