@@ -150,9 +150,10 @@ OPERATIONS = {
     "spreadsheet would run as formulas start with a quote.",
     "GET /v1/stats": "How many sessions ended from `from` to `to` (each a date or an ISO 8601 "
     "date and time with its offset; a date `to` is that whole UTC day, a time `to` the moment "
-    "they ended before), by state, with the done rate and the delivered rate, in all and by day, week, agent, "
-    "model or repository. Both rates are over the conclusive sessions (delivered or not "
-    "delivered), sums divided once; `silent_failures` are done but not delivered.",
+    "they ended before), by state, with the done rate and the delivered rate, in all and "
+    "by day, week, agent, model or repository. Both rates are over the conclusive sessions "
+    "(delivered or not delivered), sums divided once; `silent_failures` are done but not "
+    "delivered.",
     "GET /v1/rejected": "Bodies that could not be read as a report, the latest first, with "
     "the field at fault and why: pass `next_before` as `before` for the next page.",
     "GET /v1/rejected/{rejected_id}": "The bytes of a rejected body as they were kept: the "
