@@ -23,9 +23,8 @@ import stat
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from audit.errors import AuditError
 
@@ -44,9 +43,12 @@ class PathOutsideRoot(AuditError, ValueError):
     code = "path_outside_root"
 
 
-@dataclass(frozen=True, slots=True)
-class Seen:
-    """A file as git would store it: SHA-256 of those bytes and its git mode."""
+class Seen(NamedTuple):
+    """A file as git would store it: SHA-256 of those bytes and its git mode.
+
+    A named tuple, not a dataclass: `dataclasses` imports `inspect` (and `ast`, `dis`,
+    `tokenize`), about 13 ms of every gemini-cli hook process (docs/benchmarks.md).
+    """
 
     sha256: str
     mode: str
@@ -156,7 +158,7 @@ def snapshot(
         args += ["--", *(f":(literal){p}" for p in wanted)]
     listed = git(root, *args)
     visible = sorted({p.decode("utf-8", "surrogateescape") for p in listed.split(b"\0") if p})
-    conversions = _eol_conversions(root, visible, whole=paths is None)
+    conversions = _Conversions(root, visible, whole=paths is None)
     real_root = root.resolve()
     inside: dict[str, bool] = {}  # per folder: reached without leaving the root
     result: dict[str, Seen] = {}
@@ -166,10 +168,26 @@ def snapshot(
             inside[folder] = (root / folder).resolve().is_relative_to(real_root)
         if not inside[folder]:
             continue
-        seen = _hash(root, rel, conversions.get(rel), base_commit, cache)
+        seen = _hash(root, rel, conversions.get, base_commit, cache)
         if seen is not None:
             result[rel] = seen
     return result
+
+
+class _Conversions:
+    """The line-ending conversions of a snapshot's paths (`_eol_conversions`), asked of
+    git the first time a path's is needed: a file with no CRLF needs none, so a snapshot
+    of a few such files (a file tool's call) runs one git process less."""
+
+    def __init__(self, root: Path, paths: list[str], *, whole: bool) -> None:
+        self._args = (root, paths, whole)
+        self._got: dict[str, str] | None = None
+
+    def get(self, rel: str) -> str | None:
+        if self._got is None:
+            root, paths, whole = self._args
+            self._got = _eol_conversions(root, paths, whole=whole)
+        return self._got.get(rel)
 
 
 def _eol_conversions(root: Path, paths: list[str], *, whole: bool) -> dict[str, str]:
@@ -205,9 +223,18 @@ def _eol_conversions(root: Path, paths: list[str], *, whole: bool) -> dict[str, 
 
 
 def _hash(
-    root: Path, rel: str, eol: str | None, base_commit: str, cache: HashCache | None
+    root: Path,
+    rel: str,
+    eol_of: Callable[[str], str | None],
+    base_commit: str,
+    cache: HashCache | None,
 ) -> Seen | None:
-    """The file `rel` as git would store it; None when absent, a link, or not a regular file."""
+    """The file `rel` as git would store it; None when absent, a link, or not a regular file.
+
+    `eol_of` gives its line-ending conversion: asked first when a cache is kept (its
+    hashes are kept by it), else only when the file holds a CRLF.
+    """
+    eol = eol_of(rel) if cache is not None else None
     path = root / rel
     try:
         st = os.lstat(path)
@@ -230,8 +257,10 @@ def _hash(
         if not stat.S_ISREG(st.st_mode):
             return None
         data = fh.read()
-    if eol is not None and b"\r\n" in data and _converts(root, rel, data, eol, base_commit):
-        data = _crlf_to_lf(data)
+    if b"\r\n" in data:
+        eol = eol if cache is not None else eol_of(rel)
+        if eol is not None and _converts(root, rel, data, eol, base_commit):
+            data = _crlf_to_lf(data)
     mode = "100755" if st.st_mode & stat.S_IXUSR else "100644"
     seen = Seen(hashlib.sha256(data).hexdigest(), mode)
     if cache is not None:

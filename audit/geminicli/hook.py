@@ -59,7 +59,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +67,8 @@ from audit.geminicli import server
 from audit.geminicli.release import AGENT_NAME, RELEASE, tool_profile
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from audit.geminicli.transcript import Transcript
 
 # The chain, JCS, the claims and the transcript reader are imported in the functions that
@@ -419,6 +420,8 @@ class _Session:
     def _append(
         self, state: dict[str, Any], body: Mapping[str, Any], now: datetime | None
     ) -> dict[str, Any]:
+        from datetime import UTC, datetime
+
         from audit.chain import entry_hash
         from audit.claims import timestamp
         from audit.jcs import canonicalize

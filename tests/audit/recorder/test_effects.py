@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -139,3 +140,27 @@ def test_a_file_rewritten_at_the_same_size_after_it_was_cached_is_seen_changed(
     assert {k: v for k, v in first.items() if k != "calc.py"} == {
         k: v for k, v in second.items() if k != "calc.py"
     }
+
+
+def test_a_few_named_files_ask_git_their_attributes_only_when_one_holds_a_crlf(
+    repo: GitRepo, tmp_path: Path, monkeypatch: Any
+) -> None:
+    # What the gemini-cli hook snapshots around a file tool: no hash cache, one file.
+    repo.commit({".gitattributes": "*.txt text eol=crlf\n", "notes.txt": "one\r\n"}, "eol")
+    head = repo.head()
+    shim, log = tmp_path / "bin", tmp_path / "git.log"
+    shim.mkdir()
+    real = subprocess.run(["which", "git"], capture_output=True, text=True, check=True).stdout
+    (shim / "git").write_text(f'#!/bin/sh\necho "$3" >> {log}\nexec {real.strip()} "$@"\n')
+    (shim / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim}:{os.environ['PATH']}")
+    (repo.path / "plain.txt").write_text("no carriage return\n")
+    assert snapshot(repo.path, head, ["plain.txt"])["plain.txt"].sha256 == sha256(
+        b"no carriage return\n"
+    )
+    assert log.read_text().split() == ["ls-files"]  # no check-attr
+    (repo.path / "notes.txt").write_bytes(b"one\r\ntwo\r\n")
+    assert snapshot(repo.path, head, ["notes.txt"])["notes.txt"].sha256 == sha256(
+        b"one\ntwo\n"
+    )  # converted as git stores it
+    assert log.read_text().split() == ["ls-files", "ls-files", "check-attr"]
