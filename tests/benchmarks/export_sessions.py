@@ -7,16 +7,16 @@ and a finding when not delivered or inconclusive).
 
 The subject is the CLI's own path without click: the store opened read-only,
 `verifier.app.export.lines(store, SessionFilter(), "csv")` (every row, pages of
-500 through `Store.session_lines`, each row built by `export.row` and made
-spreadsheet-safe) written by `verifier.cli.export.write_file` (a ``.partial``
-file, renamed). The raw operation: one sqlite3 ``SELECT`` of the same 19 columns
+500 through `Store.export_lines`, one query a page handing over plain tuples,
+each cell made spreadsheet-safe) written by `verifier.cli.export.write_file` (a
+``.partial`` file, renamed). The raw operation: one sqlite3 ``SELECT`` of the same 19 columns
 (sessions joined to their verdict run, the first finding by a subquery, times
 turned to ISO text in SQL), written with the stdlib `csv` module to a file.
 Target: <= 3x.
 
 The 10,000-session store is timed in this process (`measure`, `--repeat`
 turns); the 100,000-session store in a child process per side, one run each
-(a run takes about 40 s through the store on this machine), which also gives each side's
+(a run took about 40 s through the store before issue 19), which also gives each side's
 resident memory before the export (imports done) and its peak during the
 export (``VmHWM`` of /proc/self/status, reset with /proc/self/clear_refs just
 before; `ru_maxrss` would not do, Linux carries it over from the parent): what

@@ -2,19 +2,19 @@
 row each, for BI tools. The row shape lives here, for both faces; `exported` is the
 command line's, from the configured store.
 
-Rows are read a page at a time through `Store.session_lines` (the position
-between pages keeps the order stable while sessions are added; only the
-columns a row needs, never the runs' results) and written as they come: no
-export ever holds every row. Both verdicts are exported: the computed
+Rows are read a page at a time through `Store.export_lines` (the position
+between pages keeps the order stable while sessions are added; one query a page,
+only the columns a row needs, never the runs' results, handed over as plain
+tuples with their times as text) and written as they come: no export ever holds
+every row, nor makes an object of one. Both verdicts are exported: the computed
 `delivery_status`, a person's `override_status`, and `effective_status`.
 """
 
 from __future__ import annotations
 
 import csv
-import io
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -23,39 +23,22 @@ from verifier.config import Config
 from verifier.errors import BadRequest
 from verifier.moments import utc_text
 from verifier.store import NoStore, SessionFilter, Store
+from verifier.store.db import EXPORT_LINE
 
 if TYPE_CHECKING:
     from verifier.store.rows import SessionLine
 
 FORMATS = ("csv", "jsonl")
 MEDIA_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson"}
-COLUMNS = (
-    "session_id",
-    "agent",
-    "agent_version",
-    "model",
-    "repo",
-    "base_commit",
-    "head_commit",
-    "branch",
-    "agent_status",
-    "done",
-    "started_at",
-    "ended_at",
-    "delivery_status",
-    "override_status",
-    "effective_status",
-    "verdict_run_id",
-    "verified_at",
-    "first_finding_code",
-    "report_sha256",
-)
+COLUMNS = EXPORT_LINE
 # A spreadsheet reads a cell starting with one of these as a formula (CSV injection).
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_FORMULA_FIRST = frozenset(_FORMULA_START)
 
 
 def row(line: SessionLine) -> dict[str, Any]:
-    """One session's export row, keyed by `COLUMNS`."""
+    """One session's export row, keyed by `COLUMNS`, from its typed line: what `lines`
+    writes of it from `Store.export_lines`."""
     s = line.session
     return {
         "session_id": s.session_id,
@@ -90,35 +73,43 @@ def safe_cell(value: Any) -> str:
     return "'" + text if text.startswith(_FORMULA_START) else text
 
 
-def csv_lines(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
-    """The header, then one CSV line per row (RFC 4180, CRLF)."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
+class _Echo:
+    """A file for `csv.writer` that keeps nothing: ``writerow`` returns the line."""
 
-    def take() -> str:
-        text = buffer.getvalue()
-        buffer.seek(0)
-        buffer.truncate()
-        return text
-
-    writer.writerow(COLUMNS)
-    yield take()
-    for item in rows:
-        writer.writerow([safe_cell(item[c]) for c in COLUMNS])
-        yield take()
+    def write(self, line: str) -> str:
+        return line
 
 
-def jsonl_lines(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
-    """One JSON object per line, keys in `COLUMNS` order."""
-    for item in rows:
-        yield json.dumps(item, ensure_ascii=False) + "\n"
+def csv_lines(rows: Iterable[Sequence[Any]]) -> Iterator[str]:
+    """The header, then one CSV line per row of values in `COLUMNS` order (RFC 4180, CRLF),
+    every cell made safe (`safe_cell`)."""
+    writer = csv.writer(_Echo())
+    yield writer.writerow(COLUMNS)
+    first = _FORMULA_FIRST
+    for values in rows:
+        # `safe_cell` inline for text, the common case: a call per cell would double the cost.
+        yield writer.writerow(
+            [
+                ("'" + v if v[:1] in first else v) if v.__class__ is str else safe_cell(v)
+                for v in values
+            ]
+        )
+
+
+_JSON = json.JSONEncoder(ensure_ascii=False).encode
+
+
+def jsonl_lines(rows: Iterable[Sequence[Any]]) -> Iterator[str]:
+    """One JSON object per row of values in `COLUMNS` order, keyed by them, one per line."""
+    for values in rows:
+        yield _JSON(dict(zip(COLUMNS, values, strict=True))) + "\n"
 
 
 def lines(store: Store, filters: SessionFilter, fmt: str) -> Iterator[str]:
     """The export of `filters` in `fmt` (csv, jsonl), produced as it is read."""
     if fmt not in FORMATS:
         raise BadRequest("format", f"must be one of {', '.join(FORMATS)}, got {fmt!r}")
-    rows = (row(line) for line in store.session_lines(filters))
+    rows = store.export_lines(filters)
     return csv_lines(rows) if fmt == "csv" else jsonl_lines(rows)
 
 

@@ -29,6 +29,7 @@ from sqlalchemy import (
     Connection,
     Engine,
     Select,
+    String,
     and_,
     bindparam,
     case,
@@ -36,6 +37,7 @@ from sqlalchemy import (
     insert,
     or_,
     select,
+    type_coerce,
 )
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -51,6 +53,7 @@ from verifier.findings import (
     Finding,
     Verification,
 )
+from verifier.moments import utc_text
 from verifier.store import stats as counting
 from verifier.store.engine import at_head, make_engine, reachable
 from verifier.store.models import (
@@ -353,13 +356,7 @@ class Store:
             raise BadRequest("limit", f"must be between 1 and {MAX_PAGE}, got {limit}")
         conditions = _filter_conditions(filters)
         if cursor is not None:
-            ended, last_id = _decode_cursor(cursor)
-            conditions.append(
-                or_(
-                    SessionModel.ended_at < ended,
-                    and_(SessionModel.ended_at == ended, SessionModel.session_id < last_id),
-                )
-            )
+            conditions += _after(_decode_cursor(cursor))
         with self.transaction() as session:
             models = session.scalars(
                 select(SessionModel)
@@ -390,15 +387,7 @@ class Store:
         conditions = _filter_conditions(filters)
         position: tuple[datetime, str] | None = None
         while True:
-            where = list(conditions)
-            if position is not None:
-                ended, last_id = position
-                where.append(
-                    or_(
-                        SessionModel.ended_at < ended,
-                        and_(SessionModel.ended_at == ended, SessionModel.session_id < last_id),
-                    )
-                )
+            where = [*conditions, *_after(position)]
             # Core on the connection, not ORM loading: these rows are plain tuples.
             with self.transaction() as session:
                 connection = session.connection()
@@ -430,14 +419,7 @@ class Store:
                     )
                     ranked = (
                         select(FindingModel.run_id, FindingModel.code, rank)
-                        .join(
-                            CheckResultModel,
-                            and_(
-                                CheckResultModel.run_id == FindingModel.run_id,
-                                CheckResultModel.check_name == FindingModel.check_name,
-                            ),
-                            isouter=True,
-                        )
+                        .join(CheckResultModel, _finding_check(), isouter=True)
                         .where(FindingModel.run_id.in_(shown))
                         .subquery()
                     )
@@ -480,20 +462,40 @@ class Store:
                         FindingModel.expected,
                         FindingModel.found,
                     )
-                    .join(
-                        CheckResultModel,
-                        and_(
-                            CheckResultModel.run_id == FindingModel.run_id,
-                            CheckResultModel.check_name == FindingModel.check_name,
-                        ),
-                        isouter=True,
-                    )
+                    .join(CheckResultModel, _finding_check(), isouter=True)
                     .where(FindingModel.run_id.in_(ids[start : start + MAX_PAGE]))
                     .order_by(FindingModel.run_id, *_deciding_order())
                 )
                 for run_id, code, message, path, expected, got in connection.execute(query):
                     found.setdefault(run_id, []).append(Finding(code, message, path, expected, got))
         return {run_id: tuple(items) for run_id, items in found.items()}
+
+    def export_lines(
+        self, filters: SessionFilter | None = None, *, page: int = MAX_PAGE
+    ) -> Iterator[tuple[Any, ...]]:
+        """Every session `filters` keep, newest ended first, as an export writes it: a tuple
+        of `EXPORT_LINE` per session, its times as `utc_text` writes them, read `page` at
+        a time in one query each (one short transaction, the position kept between them:
+        what `session_lines` reads, without making typed rows of it)."""
+        conditions = _filter_conditions(filters or SessionFilter())
+        position: tuple[datetime, str] | None = None
+        while True:
+            where = [*conditions, *_after(position)]
+            with self.transaction() as session:
+                rows = (
+                    session.connection()
+                    .execute(
+                        _EXPORT_QUERY.where(*where)
+                        .order_by(SessionModel.ended_at.desc(), SessionModel.session_id.desc())
+                        .limit(page)
+                    )
+                    .all()
+                )
+            for r in rows:
+                yield (*r[:10], _utc(r[10]), _utc(r[11]), *r[12:16], _utc(r[16]), r[17], r[18])
+            if len(rows) < page:
+                return
+            position = (_moment(rows[-1][11]), rows[-1][0])
 
     def verdict_lines(self, filters: SessionFilter) -> list[tuple[Any, ...]]:
         """Every session `filters` keep, in one query, in no order, as a merge gate judges
@@ -788,6 +790,20 @@ def _filter_conditions(filters: SessionFilter) -> list[ColumnElement[bool]]:
     return conditions
 
 
+def _after(position: tuple[datetime, str] | None) -> list[ColumnElement[bool]]:
+    """The sessions after `position` (an end time and an id) in the newest-first order of
+    the pages: none to add at the start."""
+    if position is None:
+        return []
+    ended, last_id = position
+    return [
+        or_(
+            SessionModel.ended_at < ended,
+            and_(SessionModel.ended_at == ended, SessionModel.session_id < last_id),
+        )
+    ]
+
+
 def _searched(text: str) -> ColumnElement[bool]:
     """Sessions whose id or branch holds `text` (any case), or whose head or base commit
     starts with it: the dashboard's and the API's search."""
@@ -855,6 +871,92 @@ _VERDICT_LINE_COLUMNS = (
 )
 
 
+# What `Store.export_lines` gives of a session, in this order (the export's column names).
+EXPORT_LINE = (
+    "session_id",
+    "agent",
+    "agent_version",
+    "model",
+    "repo",
+    "base_commit",
+    "head_commit",
+    "branch",
+    "agent_status",
+    "done",
+    "started_at",
+    "ended_at",
+    "delivery_status",
+    "override_status",
+    "effective_status",
+    "verdict_run_id",
+    "verified_at",
+    "first_finding_code",
+    "report_sha256",
+)
+
+
+def _stored_moment(column: Any) -> Any:
+    """A time column as the driver gives it (SQLite's text, PostgreSQL's datetime): an
+    export turns it into text itself (`_utc`), far cheaper than through `UTCDateTime`."""
+    return type_coerce(column, String)
+
+
+def _export_query() -> Select[Any]:
+    s, verdict_run = _SESSIONS, RunModel.__table__
+    # The finding that decided the shown run (the verdict run, else the latest): as
+    # `session_lines` picks it, one row per session.
+    first_finding = (
+        select(FindingModel.code)
+        .join(CheckResultModel, _finding_check(), isouter=True)
+        .where(FindingModel.run_id == func.coalesce(s.c.verdict_run_id, s.c.latest_run_id))
+        .order_by(*_deciding_order())
+        .limit(1)
+        .correlate(s)
+        .scalar_subquery()
+    )
+    return select(
+        s.c.session_id,
+        s.c.agent_name,
+        s.c.agent_version,
+        s.c.agent_model,
+        s.c.repo_name,
+        s.c.base_commit,
+        s.c.head_commit,
+        s.c.branch,
+        s.c.status,
+        s.c.done,
+        _stored_moment(s.c.started_at),
+        _stored_moment(s.c.ended_at),
+        s.c.delivery_status,
+        s.c.override_status,
+        func.coalesce(s.c.override_status, s.c.delivery_status),
+        s.c.verdict_run_id,
+        _stored_moment(verdict_run.c.finished_at),
+        first_finding,
+        s.c.report_sha256,
+    ).select_from(s.outerjoin(verdict_run, verdict_run.c.id == s.c.verdict_run_id))
+
+
+def _utc(value: str | datetime | None) -> str | None:
+    """A stored time as `utc_text` writes it: SQLite's text (``2026-11-30 12:00:00.000001``,
+    as SQLAlchemy writes a UTC time there) cut and joined, anything else parsed first."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if len(value) == 26 and value[10] == " " and value[19] == ".":
+            fraction = value[20:]
+            end = "Z" if fraction == "000000" else f".{fraction}Z"
+            return f"{value[:10]}T{value[11:19]}{end}"
+        return utc_text(_moment(value))
+    return utc_text(value)
+
+
+def _moment(value: str | datetime) -> datetime:
+    """A stored time, aware and in UTC (as `UTCDateTime` reads it)."""
+    moment = datetime.fromisoformat(value) if isinstance(value, str) else value
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
 def _session_row(model: SessionModel) -> SessionRow:
     return SessionRow(**{f.name: getattr(model, f.name) for f in dataclasses.fields(SessionRow)})
 
@@ -916,6 +1018,14 @@ def _run_row(run: RunModel, checks: list[CheckResultModel], findings: list[Findi
     )
 
 
+def _finding_check() -> ColumnElement[bool]:
+    """A finding's check result in its run: what `_deciding_order` ranks it by."""
+    return and_(
+        CheckResultModel.run_id == FindingModel.run_id,
+        CheckResultModel.check_name == FindingModel.check_name,
+    )
+
+
 def _deciding_order() -> tuple[Any, ...]:
     """The SQL order of a run's findings that puts the deciding one first: the rank of its
     check's status (`findings.DECIDING_RANK`), the check's position, the finding's."""
@@ -924,3 +1034,6 @@ def _deciding_order() -> tuple[Any, ...]:
         func.coalesce(CheckResultModel.ordinal, 0),
         FindingModel.ordinal,
     )
+
+
+_EXPORT_QUERY = _export_query()

@@ -294,3 +294,28 @@ def test_a_bad_format_is_a_bad_request_naming_it(
     )
     assert response.status_code == 400
     assert response.json()["error"]["field"] == "format"
+
+
+def test_times_with_a_fraction_of_a_second_are_exported_as_utc_text_writes_them(
+    db_url: str,
+) -> None:
+    """The export writes the stored times itself (SQLite's text cut, PostgreSQL's datetime
+    formatted), not through typed rows: whole seconds and fractions both as `utc_text`."""
+    ended = T0 + timedelta(seconds=5, microseconds=120)
+    raw = make_report_bytes(
+        "s-frac",
+        started_at="2026-11-01T07:59:00Z",
+        ended_at=ended.isoformat().replace("+00:00", "Z"),
+    )
+    with Store.open(db_url) as store:
+        store.ingest(parse_report(raw))
+        run = verification("s-frac", failed=True)
+        store.record_run(run)
+        (line,) = store.session_lines(SessionFilter(session_ids=("s-frac",)))
+        (got,) = (json.loads(x) for x in export.lines(store, SessionFilter(), "jsonl"))
+    assert got == export.row(line)
+    assert (got["started_at"], got["ended_at"]) == (
+        "2026-11-01T07:59:00Z",
+        "2026-11-01T08:00:05.000120Z",
+    )
+    assert got["verified_at"] == run.finished_at.isoformat().replace("+00:00", "Z")
