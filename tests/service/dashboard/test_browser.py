@@ -224,6 +224,22 @@ def test_the_pages_fit_a_phone_screen(browser: Any, server: tuple[str, dict[str,
     page.close()
 
 
+@pytest.mark.parametrize("width", [1100, 800])
+def test_the_pages_fit_a_tablet_screen(
+    browser: Any, server: tuple[str, dict[str, str]], width: int
+) -> None:
+    """Between a phone and a desktop the tables are cards too: at 800 px the sessions
+    list's eight columns reached past the screen, and the table by agent scrolled."""
+    base, tokens = server
+    page, problems, _ = _page(browser, base, width)
+    _log_in(page, base, tokens["read"])
+    for path in ("/", "/sessions", f"/sessions/{RICH}"):
+        page.goto(base + path)
+        _fits_the_screen(page, path)
+    assert not problems, problems
+    page.close()
+
+
 # Every other view a reader reaches: lines per agent, another grouping and order, a
 # moment typed in the range, the why-fail filter of the list, a search, an override, a
 # refused filter and a session not stored.
