@@ -17,6 +17,7 @@ for the run, which nothing a session wrote can know.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -36,7 +37,6 @@ from verifier.app.gate import (
     Verdict,
     repository_path,
 )
-from verifier.checks import registered
 from verifier.controls import escape_controls as shown
 from verifier.findings import Finding
 from verifier.formats.render import finding_message, finding_text, inert_json
@@ -61,12 +61,27 @@ GATE_RULES = {
 }
 # Sessions the next steps name one by one (the rest: --format json lists them).
 NEXT_SESSIONS = 3
-# What found a finding, by the first part of its code: each check declares its own.
-CHECK_OF_PREFIX = {
-    prefix.removesuffix("."): found_by
-    for check in registered()
-    for prefix, found_by in check.prefixes.items()
-}
+
+
+def __getattr__(name: str) -> Any:
+    """`CHECK_OF_PREFIX`, made on first use (`check_of_prefix`)."""
+    if name == "CHECK_OF_PREFIX":
+        return check_of_prefix()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@functools.cache
+def check_of_prefix() -> dict[str, str]:
+    """What found a finding, by the first part of its code: each check declares its own.
+    Read from the checks' registry when SARIF first names a rule: importing the checks
+    loads the whole verification stack, which no other format of the gate needs."""
+    from verifier.checks import registered
+
+    return {
+        prefix.removesuffix("."): found_by
+        for check in registered()
+        for prefix, found_by in check.prefixes.items()
+    }
 
 
 def status_words(status: str) -> str:
@@ -695,7 +710,7 @@ def _rule(rule_id: str) -> dict[str, Any]:
     else:
         prefix = rule_id.split(".", 1)[0]
         text = f"verifier finding {rule_id}"
-        check = CHECK_OF_PREFIX.get(prefix, "a verifier check")
+        check = check_of_prefix().get(prefix, "a verifier check")
         full = f"A broken promise or a check that could not run, found by {check}. "
         full += "Every code is described in the verifier's docs/findings.md."
     return {
