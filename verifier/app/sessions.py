@@ -32,9 +32,15 @@ NO_TRAIL_NOTE = (
 def trail_note(run: RunRow | None) -> str | None:
     """What `run`'s verdict rests on when the report had no audit trail and the
     repository's policy accepted that (`trail = "optional"`): the audit check's note,
-    which every face shows beside the verdict. None for a recorded trail, or when the
-    missing trail left the verdict inconclusive (`audit.no_trail`, a finding)."""
-    checks = None if run is None else run.result.get("checks")
+    which every face shows beside the verdict (`checks_trail_note`)."""
+    return checks_trail_note(None if run is None else run.result.get("checks"))
+
+
+def checks_trail_note(checks: object) -> str | None:
+    """`trail_note` from a run's ``checks`` (as stored, or as the API answers them): the
+    audit check's note when it passed on a report without a trail; None for a recorded
+    trail, or when the missing trail left the verdict inconclusive (`audit.no_trail`,
+    a finding)."""
     audit = checks.get("audit") if isinstance(checks, Mapping) else None
     if not isinstance(audit, Mapping) or audit.get("status") != "pass":
         return None
