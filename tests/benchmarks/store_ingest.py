@@ -158,11 +158,20 @@ COUNT_UPSERT = (
 )
 
 
-def raw_sqlite(path: Path) -> Callable[[list[Report]], None]:
+def batches(reports: list[Report], each: bool) -> list[list[Report]]:
+    """One transaction's reports at a time: each alone, or all of them together."""
+    return [[report] for report in reports] if each else [reports]
+
+
+def raw_sqlite(path: Path, *, each: bool = False) -> Callable[[list[Report]], None]:
+    """The rows written with sqlite3 alone, with the store's pragmas: in one transaction,
+    or with `each` one transaction per report (a commit, so an fsync, per report)."""
     import sqlite3
 
+    from verifier.store.engine import SQLITE_PRAGMAS
+
     connection = sqlite3.connect(path, isolation_level=None)
-    for pragma in ("busy_timeout=30000", "foreign_keys=ON", "journal_mode=WAL"):
+    for pragma in SQLITE_PRAGMAS:
         connection.execute(f"PRAGMA {pragma}")
 
     def to_sqlite(value: Any) -> Any:
@@ -170,9 +179,9 @@ def raw_sqlite(path: Path) -> Callable[[list[Report]], None]:
             return value.astimezone(UTC).replace(tzinfo=None).isoformat(sep=" ")
         return value
 
-    def write(reports: list[Report]) -> None:
+    def write_all(reports: list[Report]) -> None:
         sessions, changes, counts = rows(reports)
-        connection.execute("BEGIN")
+        connection.execute("BEGIN IMMEDIATE")
         connection.executemany(
             f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES ({', '.join('?' * 17)})",
             [tuple(to_sqlite(v) for v in row) for row in sessions],
@@ -186,10 +195,18 @@ def raw_sqlite(path: Path) -> Callable[[list[Report]], None]:
         )
         connection.execute("COMMIT")
 
+    def write(reports: list[Report]) -> None:
+        for batch in batches(reports, each):
+            write_all(batch)
+
     return write
 
 
-def raw_postgres(url: str, stack: ExitStack) -> Callable[[list[Report]], None]:
+def raw_postgres(
+    url: str, stack: ExitStack, *, each: bool = False
+) -> Callable[[list[Report]], None]:
+    """The rows written with psycopg alone: in one transaction, or with `each` one
+    transaction per report."""
     import psycopg
     from sqlalchemy.engine import make_url
 
@@ -200,6 +217,10 @@ def raw_postgres(url: str, stack: ExitStack) -> Callable[[list[Report]], None]:
     stack.callback(connection.close)
 
     def write(reports: list[Report]) -> None:
+        for batch in batches(reports, each):
+            write_all(batch)
+
+    def write_all(reports: list[Report]) -> None:
         sessions, changes, counts = rows(reports)
         with connection.transaction(), connection.cursor() as cursor:
             cursor.executemany(

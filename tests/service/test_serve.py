@@ -150,3 +150,21 @@ def test_serve_on_a_port_in_use_is_a_clear_error_and_stops_its_pool(
         with pytest.raises(ConfigError, match=f"cannot serve on 127.0.0.1:{port}"):
             serve(config, port=port, app_factory=lambda config, queue: app)
     assert [t.name for t in threading.enumerate() if t.name.startswith("verify")] == []
+
+
+def test_the_api_is_served_with_the_compiled_http_parser_and_event_loop() -> None:
+    import uvloop
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    from verifier.service.serve import server_config
+
+    config = server_config(object(), "127.0.0.1", 0)
+    config.load()
+    assert config.http_protocol_class is HttpToolsProtocol  # not h11, which parses in Python
+    factory = config.get_loop_factory()
+    assert factory is not None
+    loop = factory()
+    try:
+        assert isinstance(loop, uvloop.Loop)
+    finally:
+        loop.close()

@@ -267,11 +267,7 @@ def serve(
             super().handle_exit(sig, frame)
 
     app = factory(config, background.queue)
-    server = _Server(
-        uvicorn.Config(
-            app, host=host, port=port, timeout_graceful_shutdown=API_GRACE_S, log_level="info"
-        )
-    )
+    server = _Server(server_config(app, host, port))
     try:
         with _signals(stopper.request):
             server.run()
@@ -282,6 +278,16 @@ def serve(
         background.stop()
         store.close()
     return 0
+
+
+def server_config(app: Any, host: str, port: int) -> Any:
+    """uvicorn's configuration of the API: its HTTP parser and event loop left to uvicorn,
+    which takes httptools and uvloop (dependencies: compiled, a fifth less CPU a request)."""
+    import uvicorn
+
+    return uvicorn.Config(
+        app, host=host, port=port, timeout_graceful_shutdown=API_GRACE_S, log_level="info"
+    )
 
 
 def _api_factory() -> Callable[[Config, Queue | None], Any]:
