@@ -15,6 +15,7 @@ from verifier.formats.gate import (
     escape_property,
     github_annotations,
     render_github,
+    render_json,
     render_junit,
     render_markdown,
     render_sarif,
@@ -291,3 +292,24 @@ def test_a_table_too_wide_is_shrunk_by_rich_and_a_long_line_is_never_wrapped() -
     assert table == _rich_table([("s-1", HEAD[:12], "not delivered", "verifier",
                                   "change.missing calc.py")], 40)  # fmt: skip
     assert f"  - change.missing calc.py: {'x' * 300}" in lines  # one line, however long
+
+
+def test_json_and_sarif_are_the_bytes_json_dumps_writes_whatever_the_text() -> None:
+    """Written by orjson for speed, escaped to ASCII as json.dumps escapes: the same bytes,
+    for non-ASCII, non-BMP and control characters, and a lone surrogate (json.dumps's)."""
+    import json
+
+    from verifier.formats.gate import decision_dict
+    from verifier.formats.render import inert_json
+
+    for text in ("plain", "é ü", "😀 \U0010ffff", "\x00\x1b\n\u2028", "lone \ud800", "##[x"):
+        finding = Finding("change.missing", text, text, text, None)
+        decision = decide([session(f"s-{text}", "not_delivered", (finding,))], SELECTION)
+        want = inert_json(json.dumps(decision_dict(decision), ensure_ascii=True, indent=2))
+        assert render_json(decision) == want + "\n"
+        if "\ud800" in text:
+            continue  # SARIF's locations are URIs: quote() takes no lone surrogate
+        sarif = render_sarif(decision)
+        # Read back and written again by json.dumps: the very same bytes.
+        again = json.dumps(json.loads(sarif), ensure_ascii=True, indent=2)
+        assert sarif == inert_json(again) + "\n"
