@@ -587,6 +587,16 @@ def install(fd: int, folder: str) -> None:
     config_box: list[Any] = []
     approved: set[int] = set()  # ids of the plugins pytest registered
     impls: dict[int, Any] = {}  # id(hook implementation) -> its function when first seen
+    # Bumped at every assignment of a function's ``__code__`` (its audit event, which no
+    # code can avoid): the only way a function's code changes. While it stays, what was
+    # found of an object's code still holds, and is not read again (`verify`).
+    code_epoch = [0]
+    # id(hook implementation) -> (it, its function, its plugin, the epoch) when `verify`
+    # last found nothing wrong with it: the same three objects at the same epoch would
+    # be found the same (what it compares against only grows: the approved plugins, the
+    # trusted files). The references keep the ids from being reused.
+    clean: dict[int, tuple[Any, Any, Any, int]] = {}
+    snapshot_epoch = [-1]  # the epoch at which the snapshot's code was last found intact
 
     def put(data: bytes) -> None:
         view = memoryview(data)
@@ -718,11 +728,15 @@ def install(fd: int, folder: str) -> None:
         """Monitor events for what changed since the start. Nothing the tree may have put
         in pytest's place is called or read: only objects of the types pytest made."""
         intact = True
+        epoch = code_epoch[0]
+        recode = snapshot_epoch[0] != epoch
         for space, attr, obj, code, name in snapshot:
             now = space.get(attr, missing)
-            if now is not obj or (code is not None and _code(obj) is not code):
+            if now is not obj or (code is not None and recode and _code(obj) is not code):
                 intact = False
                 suspect("runner-replaced", f"{name} is not the object it was when pytest started")
+        if intact:
+            snapshot_epoch[0] = epoch
         if not config_box or not intact or None in pluggy_types:
             return
         caller_type, impl_type = pluggy_types
@@ -748,12 +762,21 @@ def install(fd: int, folder: str) -> None:
                 if type(impl) is not impl_type:
                     suspect("hook-injected", f"{name}: an implementation pytest did not make")
                     continue
-                function = impl.function
+                function, plugin = impl.function, impl.plugin
+                known = clean.get(id(impl))
+                if (
+                    known is not None
+                    and known[0] is impl
+                    and known[1] is function
+                    and known[2] is plugin
+                    and known[3] == epoch
+                ):
+                    continue  # as it was when nothing was wrong with it
                 before = impls.setdefault(id(impl), function)
                 code = _code(function)
                 kind, path = classify(code.co_filename) if code is not None else ("unknown", "")
                 line = code.co_firstlineno if code is not None else 0
-                if id(impl.plugin) not in approved:
+                if id(plugin) not in approved:
                     suspect(
                         "hook-injected",
                         f"{name} implemented by a plugin pytest did not register",
@@ -769,6 +792,8 @@ def install(fd: int, folder: str) -> None:
                     )
                 elif kind == "unknown" or (kind == "tree" and path not in classify.trusted):
                     suspect("hook-injected", f"{name} implemented by the tree's code", path, line)
+                else:
+                    clean[id(impl)] = (impl, function, plugin, epoch)
         if everything:
             for plugin in list(vars(manager).get("_name2plugin", {}).values()):
                 if plugin is not None and id(plugin) not in approved:
@@ -845,6 +870,8 @@ def install(fd: int, folder: str) -> None:
         seal(event_data)
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
+        if event == "object.__setattr__" and len(args) > 1 and _text(args[1]) == "__code__":
+            code_epoch[0] += 1  # whoever assigns it, ours or not: before anything returns
         if event not in watched:
             return
         tid = get_ident()
