@@ -11,8 +11,9 @@ click has read its options: `gate.resolve_selection` (both ends resolved and
 checked with git, then ``git rev-list``), the store opened read-only,
 `StoreSource.read` (the sessions by head commit, 200 commits per query, each
 session with its verdict run and findings) and `gate.decide`: the decision row.
-Two more rows add the output, `gate_formats.render` in the default ``text``
-format (a rich table of every selected session) and in ``json``. The raw
+One more row per format adds the output, `gate_formats.render` in the default
+``text`` (the table of every selected session and the lines of those that block),
+``json``, ``junit``, ``github`` and ``sarif``: each held to the same target. The raw
 operation: ``git rev-list BASE..HEAD`` as a subprocess, then one sqlite3
 ``SELECT session_id, delivery_status, override_status FROM sessions WHERE
 head_commit IN (...)`` of the 500 commits.
@@ -115,8 +116,7 @@ def run(tmp: Path, repeat: int) -> Result:
     t = measure(
         {
             "decision": decision,
-            "text": lambda: with_output("text"),
-            "json": lambda: with_output("json"),
+            **{fmt: (lambda fmt=fmt: with_output(fmt)) for fmt in gate_formats.FORMATS},
             "baseline": baseline,
         },
         repeat,
@@ -133,16 +133,19 @@ def run(tmp: Path, repeat: int) -> Result:
             f"<= {TARGET:g}x",
             t["baseline"] * TARGET,
         ),
-        Row(
-            "gate",
-            f"gate with --format text (the default output), {what}",
-            t["text"],
-            raw_name,
-            t["baseline"],
-            f"<= {TARGET:g}x",
-            t["baseline"] * TARGET,
+        *(
+            Row(
+                "gate",
+                f"gate with --format {fmt}{' (the default output)' if fmt == 'text' else ''}, "
+                f"{what}",
+                t[fmt],
+                raw_name,
+                t["baseline"],
+                f"<= {TARGET:g}x",
+                t["baseline"] * TARGET,
+            )
+            for fmt in gate_formats.FORMATS
         ),
-        Row("gate", f"gate with --format json, {what}", t["json"], raw_name, t["baseline"]),
     ]
     facts = {
         "data": f"{COMMITS:,} commits in a line, {SESSIONS:,} sessions (2 per commit); the range "

@@ -65,7 +65,7 @@ POLL_S = 1.0
 # The longest one git command over the local repository may take.
 GIT_TIMEOUT_S = 60.0
 # Head commits per query: one SQL IN list, one URL of about 2.6 kB.
-COMMITS_PER_QUERY = 200
+COMMITS_PER_QUERY = 1000
 COMMITS_PER_REQUEST = 50
 PAGE = 500
 # How far back `knows_repository` looks: sessions whose head is one of the last commits of
@@ -507,17 +507,17 @@ class StoreSource:
         for filters in _filters(selection):
             for row in store.verdict_lines(filters):
                 rows.setdefault(row[0], row)
-        run_ids = [row[-1] for row in rows.values() if row[-1] is not None]
-        findings = store.findings_of(run_ids)
+        run_ids = [row[9] for row in rows.values() if row[9] is not None]
+        findings = store.findings_of([row[9] for row in rows.values() if row[10]])
         audits = store.result_values(run_ids, AUDIT, where=(TRAIL, "none"))
         # The classification is in the run's result, read only for the sessions that ended
         # last of those not delivered (a person is shown a few): the decision never needs it.
         unclear = sorted(
-            (row for row in rows.values() if row[-1] is not None and row[1] != "delivered"),
+            (row for row in rows.values() if row[9] is not None and row[1] != "delivered"),
             key=lambda row: (row[8], row[0]),
             reverse=True,
         )[:CLASSIFIED_SESSIONS]
-        classified = store.result_values([row[-1] for row in unclear], CLASSIFICATION)
+        classified = store.result_values([row[9] for row in unclear], CLASSIFICATION)
         # A row: `verifier.store.db.VERDICT_LINE`.
         found = {
             row[0]: GateSession(

@@ -33,6 +33,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     case,
+    exists,
     func,
     insert,
     or_,
@@ -500,13 +501,16 @@ class Store:
     def verdict_lines(self, filters: SessionFilter) -> list[tuple[Any, ...]]:
         """Every session `filters` keep, in one query, in no order, as a merge gate judges
         many: tuples of `VERDICT_LINE` (`run_id` is the run the verdict shows: the verdict
-        run, else the latest). Not paged: its callers name what they select (ids, head
-        commits, a branch) and hold all of it anyway."""
+        run, else the latest; `has_findings` whether that run has any; `ended_at` aware,
+        in UTC). Not paged: its callers name what they select (ids, head commits, a
+        branch) and hold all of it anyway."""
         with self.transaction() as session:
-            rows = session.connection().execute(
-                select(*_VERDICT_LINE_COLUMNS).where(*_filter_conditions(filters))
+            rows = (
+                session.connection()
+                .execute(select(*_VERDICT_LINE_COLUMNS).where(*_filter_conditions(filters)))
+                .all()
             )
-            return [tuple(row) for row in rows]
+        return [(*row[:8], _moment(row[8]), *row[9:]) for row in rows]
 
     def result_values(
         self,
@@ -864,10 +868,7 @@ VERDICT_LINE = (
     "done",
     "ended_at",
     "run_id",
-)
-_VERDICT_LINE_COLUMNS = (
-    *(_SESSIONS.c[name] for name in VERDICT_LINE[:-1]),
-    func.coalesce(_SESSIONS.c.verdict_run_id, _SESSIONS.c.latest_run_id),
+    "has_findings",
 )
 
 
@@ -1037,3 +1038,10 @@ def _deciding_order() -> tuple[Any, ...]:
 
 
 _EXPORT_QUERY = _export_query()
+_SHOWN_RUN = func.coalesce(_SESSIONS.c.verdict_run_id, _SESSIONS.c.latest_run_id)
+_VERDICT_LINE_COLUMNS = (
+    *(_SESSIONS.c[name] for name in VERDICT_LINE[:-3]),
+    _stored_moment(_SESSIONS.c.ended_at),  # made a datetime by `_moment`, not `UTCDateTime`
+    _SHOWN_RUN,
+    exists().where(FindingModel.run_id == _SHOWN_RUN),
+)
