@@ -14,7 +14,7 @@ from tests.support.api import RecordingQueue, bearer, make_config, make_tokens, 
 from tests.support.report_factory import make_report_bytes, report_dict
 from verifier.service.api import create_app
 from verifier.store import Store
-from verifier.store.tokens import admin_log
+from verifier.store.tokens import admin_log, list_tokens, revoke_token
 
 LIMIT = 64 * 1024
 
@@ -73,6 +73,22 @@ def test_other_bytes_under_a_stored_session_id_are_a_409_and_the_first_report_st
     assert hashlib.sha256(first).hexdigest() in str(error["problem"])
     with Store.open(db_url) as store:
         assert store.report_bytes("s-dup") == first
+
+
+def test_an_ingest_token_revoked_elsewhere_is_refused_at_its_next_post_and_stores_nothing(
+    client: TestClient, tokens: dict[str, str], db_url: str, queue: RecordingQueue
+) -> None:
+    # The server answers a post, then `verifier token revoke` runs in another process
+    # (here another store on the same database): the very next post is refused.
+    assert post(client, make_report_bytes("s-before"), tokens["ingest"])[0] == 202
+    with Store.open(db_url) as store:
+        [row] = [t for t in list_tokens(store) if t.scope == "ingest"]
+        revoke_token(store, row.id, actor="test")
+    status, body = post(client, make_report_bytes("s-after"), tokens["ingest"])
+    assert status == 401 and "revoked" in str(error_of(body)["problem"])
+    with Store.open(db_url) as store:
+        assert [s.session.session_id for s in store.sessions()] == ["s-before"]
+    assert queue.jobs == [("s-before", "ingest")]
 
 
 def test_an_invalid_report_is_a_400_naming_the_field_and_kept_for_an_admin(
