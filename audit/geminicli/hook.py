@@ -30,9 +30,12 @@ answer, with ``install --verify``). The events:
    model is about to get): one ``tool_call`` entry per call, by tool name and
    arguments in order; a call of the transcript that fired no tool hook was
    refused by gemini-cli before it ran (``refused``, no effects);
-5. ``AfterAgent`` (the agent answered: status ``done``), or ``SessionEnd``
-   without it (``error`` when it ended on ``exit``, as when the model failed;
-   ``cancelled`` otherwise): the last calls, ``session_end``, and the report.
+5. ``BeforeAgent``: a prompt (a session may have several, in interactive or ACP
+   mode); ``AfterAgent``: the agent answered it, the last calls are written;
+6. ``SessionEnd``: the last calls, ``session_end`` and the report: status ``done``
+   when the last prompt was answered (``AfterAgent`` after its ``BeforeAgent``),
+   else ``error`` when it ended on ``exit`` (as when the model failed) and
+   ``cancelled`` otherwise.
 
 The report is the contract's v1 (`audit.recorder`'s shape): the trajectory is
 the transcript's history (`audit.geminicli.transcript`), the claims come from
@@ -58,7 +61,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -143,6 +146,10 @@ def handle(event: Mapping[str, Any], *, now: datetime | None = None) -> dict[str
     session = _Session.of(event)
     if name == "SessionStart":
         session.finish_others()
+    if name == "SessionEnd":
+        session.finish_siblings(event.get("reason"), now)
+        if not session.state_path.exists():
+            return {}  # a session never seen before its end (ACP's own): nothing to record
     with session.locked():
         state = session.load()
         if state is None:
@@ -150,23 +157,26 @@ def handle(event: Mapping[str, Any], *, now: datetime | None = None) -> dict[str
         elif name == "SessionStart":
             return {}  # a resumed session goes on with its trail
         if state.get("ended"):
-            return {}  # finished (AfterAgent, then SessionEnd): nothing more to record
+            return {}  # finished (SessionEnd seen): nothing more to record
         if isinstance(event.get("transcript_path"), str) and event["transcript_path"]:
             state["transcript"] = event["transcript_path"]
-        if name == "BeforeTool":
+        if name == "BeforeAgent":
+            state["answered"] = False  # a prompt: the agent works on it until AfterAgent
+        elif name == "BeforeTool":
             session.before_tool(state, event)
         elif name == "AfterTool":
             session.after_tool(state, event)
         elif name == "BeforeModel":
             session.flush(state, now)
         elif name == "AfterAgent":
-            session.end(state, "done", "after_agent", now)
+            session.flush(state, now)  # the last turn's calls, before another prompt comes
+            state["answered"] = True
         elif name == "SessionEnd":
             reason = event.get("reason")
-            status = "error" if reason == "exit" else "cancelled"
+            status = "done" if state.get("answered") else _unanswered(reason)
             session.end(state, status, f"session_end:{reason}", now)
         session.save(state)
-    if name in ("AfterAgent", "SessionEnd") and state.get("ended"):
+    if name == "SessionEnd" and state.get("ended"):
         return session.verdict(state)
     return {}
 
@@ -399,21 +409,43 @@ class _Session:
         _write_durably(self.folder / "verdict.json", done.stdout, sync=False)
         return {"systemMessage": _verdict_line(result, report)}
 
+    def finish_siblings(self, reason: object, now: datetime | None) -> None:
+        """End the sessions this gemini-cli process ran that are not ended yet: in ACP mode
+        (``--acp``, an editor's sessions) the process fires one ``SessionEnd``, under its
+        own session id, for all the sessions it ran."""
+        me = _agent_process()
+        if me is None:
+            return
+        for other, state in self._others_unended():
+            if state.get("agent") != me:
+                continue
+            status = "done" if state.get("answered") else _unanswered(reason)
+            other.end(state, status, f"session_end:{reason}", now)
+            other.save(state)
+            other.verdict(state)
+
     def finish_others(self) -> None:
         """Finish this repository's other sessions whose end no hook saw (killed, or an
         API error under ``-o json``): their report, with the trail left unfinished."""
+        for other, state in self._others_unended():
+            if _alive(state.get("agent")):
+                continue
+            transcript = other.flush(state, None)
+            state["ended"] = "not_seen"
+            other.compose(state, transcript, "cancelled", "not_seen")
+            other.save(state)
+
+    def _others_unended(self) -> Iterator[tuple[_Session, dict[str, Any]]]:
+        """This repository's other sessions not ended yet, each locked while the caller
+        finishes it."""
         for folder in sorted((self.git_dir / "verifier").glob("*/state.json")):
             other = _Session(self.root, self.git_dir, folder.parent.name, self.cwd)
             if other.session_id == self.session_id:
                 continue
             with other.locked():
                 state = other.load()
-                if state is None or state.get("ended") or _alive(state.get("agent")):
-                    continue
-                transcript = other.flush(state, None)
-                state["ended"] = "not_seen"
-                other.compose(state, transcript, "cancelled", "not_seen")
-                other.save(state)
+                if state is not None and not state.get("ended"):
+                    yield other, state
 
     # -- plumbing -----------------------------------------------------------------------
 
@@ -509,6 +541,12 @@ class _Session:
             return self.folder.joinpath("hook-errors.log").read_bytes().count(b"\n---\n")
         except FileNotFoundError:
             return 0
+
+
+def _unanswered(reason: object) -> str:
+    """The status of a session that ended with its last prompt unanswered: ``error`` when
+    gemini-cli exited (as when the model failed), ``cancelled`` otherwise."""
+    return "error" if reason == "exit" else "cancelled"
 
 
 def _verdict_line(result: Mapping[str, Any], report: Path) -> str:

@@ -56,7 +56,15 @@ __all__ = [
 #: The release of gemini-cli the hook and the profiles are written for.
 GEMINI_CLI_VERSION = "0.61.0"
 #: The gemini-cli events the hook records (docs/gemini-cli.md says what each gives).
-EVENTS = ("SessionStart", "BeforeTool", "AfterTool", "BeforeModel", "AfterAgent", "SessionEnd")
+EVENTS = (
+    "SessionStart",
+    "BeforeAgent",
+    "BeforeTool",
+    "AfterTool",
+    "BeforeModel",
+    "AfterAgent",
+    "SessionEnd",
+)
 #: The name our hook entries carry: how `uninstall` tells them from the user's.
 HOOK_NAME = "verifier-recorder"
 SETTINGS = Path(".gemini") / "settings.json"

@@ -158,7 +158,7 @@ def test_a_session_of_edits_and_a_refused_call_is_recorded_with_the_transcripts_
         tokens={"input": 50, "output": 3},
     )
     s.event("AfterAgent", prompt="Fix subtract.", prompt_response="Done.")
-    s.event("SessionEnd", reason="exit")  # after AfterAgent: nothing more
+    s.event("SessionEnd", reason="exit")  # after AfterAgent: done, the session ends here
 
     entries = s.entries()
     assert [e["kind"] for e in entries] == [
@@ -237,6 +237,7 @@ def test_the_reports_repository_name_is_the_one_install_wrote(
     s = Session(repo, tmp_path)
     s.event("SessionStart", source="startup")
     s.event("AfterAgent", prompt="x", prompt_response="")
+    s.event("SessionEnd", reason="exit")
     assert s.report()["repo"]["name"] == "calc-main"
 
 
@@ -299,6 +300,7 @@ def _edit_session(s: Session) -> None:
     s.event("BeforeModel")
     s.record(id="m2", type="gemini", content="Done.", model="gemini-2.5-pro", tokens={})
     s.event("AfterAgent", prompt="Fix subtract.", prompt_response="Done.")
+    s.event("SessionEnd", reason="exit")
 
 
 def _closed_port() -> str:
@@ -392,6 +394,7 @@ def test_a_token_variable_unset_when_the_hook_runs_is_a_witness_failure_caught_u
         late.event("BeforeModel")
         late.record(id="m1", type="gemini", content="Done.", model="gemini-2.5-pro", tokens={})
         late.event("AfterAgent", prompt="Nothing to do.", prompt_response="Done.")
+        late.event("SessionEnd", reason="exit")
         report = late.report()
     witness = report["extensions"]["recorder"]["witness"]
     assert (witness["failures"], witness["acknowledged"]) == (1, 2)
@@ -400,3 +403,89 @@ def test_a_token_variable_unset_when_the_hook_runs_is_a_witness_failure_caught_u
     with Store.open(db_url) as store:
         verdict = verify_session(store, "s-late", config, reason="ingest").verification
     assert verdict.checks["audit"].details["witness"]["entries"] == "2 of 2"
+
+
+def test_a_key_gone_when_the_session_ends_leaves_the_report_unsigned_saying_why(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    key_path, _ = _harness_key(tmp_path)
+    hooks.install(repo.path, signing_key=key_path)
+    key_path.unlink()
+    s = Session(repo, tmp_path)
+    s.event("SessionStart", source="startup")
+    s.event("AfterAgent", prompt="x", prompt_response="")
+    s.event("SessionEnd", reason="exit")
+    report = s.report()
+    assert "signature" not in report
+    assert report["extensions"]["gemini_cli"]["unsigned"].endswith(
+        "gemini-cli.pem: cannot be read (No such file or directory)"
+    )
+    assert "recorder" not in report["extensions"]  # no server: nothing witnessed, nothing said
+    assert not (s.folder / "upload.json").exists()
+
+
+def test_a_session_of_two_prompts_is_recorded_through_to_its_end(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    s = Session(repo, tmp_path)
+    s.event("SessionStart", source="startup")
+    for n, name in enumerate(("a.txt", "b.txt"), 1):
+        s.event("BeforeAgent", prompt=f"write {name}")
+        s.record(id=f"u{n}", type="user", content=[{"text": f"write {name}"}])
+        s.event("BeforeModel")
+        args = {"file_path": name, "content": f"{n}\n"}
+        s.event("BeforeTool", tool_name="write_file", tool_input=args)
+        (repo.path / name).write_text(f"{n}\n")
+        s.event("AfterTool", tool_name="write_file", tool_input=args, tool_response={})
+        s.model_calls(n * 10, (f"w{n}", "write_file", args, "ok"))
+        s.event("BeforeModel")
+        s.record(id=f"m{n}", type="gemini", content="Done.", model="gemini-2.5-pro", tokens={})
+        s.event("AfterAgent", prompt=f"write {name}", prompt_response="Done.")
+        assert not (s.folder / "report.json").exists()  # another prompt may come
+    s.event("SessionEnd", reason="exit")
+    entries = s.entries()
+    assert [(e["kind"], e.get("call_id")) for e in entries] == [
+        ("session_start", None),
+        ("tool_call", "w1"),
+        ("tool_call", "w2"),
+        ("session_end", None),
+    ]
+    report = s.report()
+    assert report["status"] == "done"
+    assert [c["path"] for c in report["changes"]] == ["a.txt", "b.txt"]
+    users = [c for c in report["trajectory"]["contents"] if c["role"] == "user"]
+    assert [p["text"] for c in users for p in c["parts"] if "text" in p] == [
+        "write a.txt",
+        "write b.txt",
+    ]
+    assert check_trail_file(s.folder / "trail.jsonl").status == "intact"
+
+
+def test_a_prompt_left_unanswered_when_the_session_ends_is_not_done(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    s = Session(repo, tmp_path)
+    s.event("SessionStart", source="startup")
+    s.event("BeforeAgent", prompt="one")
+    s.event("AfterAgent", prompt="one", prompt_response="Done.")
+    s.event("BeforeAgent", prompt="two")  # cut: no AfterAgent
+    s.event("SessionEnd", reason="prompt_input_exit")
+    assert s.report()["status"] == "cancelled"
+
+
+def test_one_session_end_of_the_process_ends_every_session_it_ran_as_in_acp_mode(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    # Both sessions' events come from this process, as an ACP gemini-cli's would.
+    answered, cut = Session(repo, tmp_path, sid="s-a"), Session(repo, tmp_path, sid="s-b")
+    for s in (answered, cut):
+        s.event("BeforeAgent", prompt="go")
+    answered.event("AfterAgent", prompt="go", prompt_response="Done.")
+    own = Session(repo, tmp_path, sid="s-process")  # never seen before its end
+    own.event("SessionEnd", reason="exit")
+    assert not own.folder.exists()
+    assert answered.report()["status"] == "done"
+    assert cut.report()["status"] == "error"
+    for s in (answered, cut):
+        assert s.report()["extensions"]["gemini_cli"]["end"] == "session_end:exit"
+        assert check_trail_file(s.folder / "trail.jsonl").status == "intact"
