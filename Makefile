@@ -32,8 +32,16 @@ demo: $(STAMP)
 $(GEMINI_CLI):
 	npm install --prefix .tools/gemini-cli --no-audit --no-fund --loglevel=error @google/gemini-cli@$(GEMINI_CLI_VERSION)
 
+# The tests' own processes write bytecode even where the environment says not to
+# (PYTHONDONTWRITEBYTECODE, set on this machine): otherwise each worker compiles and
+# rewrites every module it imports, and each `python -m verifier` a test starts compiles
+# verifier again (about a third of its start-up). tests/conftest.py keeps the processes
+# the tests start from writing any.
+PYTEST := PYTHONDONTWRITEBYTECODE= VERIFIER_TEST_POSTGRES_URL='$(VERIFIER_TEST_POSTGRES_URL)' \
+	$(BIN)/python -m pytest
+
 test: $(STAMP) $(GEMINI_CLI)
-	VERIFIER_TEST_POSTGRES_URL='$(VERIFIER_TEST_POSTGRES_URL)' $(BIN)/python -m pytest -q -n $(TEST_WORKERS)
+	$(PYTEST) -q -n $(TEST_WORKERS)
 
 # The quick loop: lint, then the tests of what the change touches (tests/support/affected.py
 # says how they are chosen); BASE=main for a branch's whole change. `make test` stays the answer.
@@ -41,7 +49,7 @@ BASE ?= HEAD
 check: lint
 	@tests="$$($(BIN)/python -m tests.support.affected $(BASE))"; \
 	if [ -z "$$tests" ]; then echo "no test touched by the change against $(BASE)"; else \
-	VERIFIER_TEST_POSTGRES_URL='$(VERIFIER_TEST_POSTGRES_URL)' $(BIN)/python -m pytest -q -n 2 $$tests; fi
+	$(PYTEST) -q -n 2 $$tests; fi
 
 lint: $(STAMP)
 	$(BIN)/ruff check verifier audit migrations tests

@@ -26,14 +26,20 @@ def _templates() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _no_plugin_autoload_in_children() -> Iterator[None]:
-    """A pytest a test starts outside the sandbox (a scripted session's `python -m pytest`
-    on the calc repository) loads no plugin of this venv it is not told to: importing
-    hypothesis, schemathesis and the others cost each such run about a second of CPU. The
-    sandbox sets the same variable for the runs it makes. Set in each worker, never in
-    xdist's controller, whose workers load the plugins the suite itself uses."""
+def _children_environment() -> Iterator[None]:
+    """What every process a test starts inherits, set in each worker (never in xdist's
+    controller, whose workers load the plugins the suite itself uses):
+
+    - a pytest started outside the sandbox (a scripted session's `python -m pytest` on the
+      calc repository) loads no plugin of this venv it is not told to: importing
+      hypothesis, schemathesis and the others cost each such run about a second of CPU;
+      the sandbox sets the same variable for the runs it makes;
+    - no process writes bytecode: `make test` lets the workers write it (so that each
+      `python -m verifier` a test starts reads verifier's compiled modules rather than
+      compiling them again), but a child never leaves a `__pycache__` in a repository."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+        patch.setenv("PYTHONDONTWRITEBYTECODE", "1")
         yield
 
 
