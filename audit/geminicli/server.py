@@ -63,9 +63,12 @@ def start(settings: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(server, dict) and isinstance(server.get("url"), str):
         out["server"] = {"url": server["url"], "token_env": str(server.get("token_env", ""))}
         out["witness"] = {"count": 0, "failures": 0, "first_failure": None}
-    if isinstance(signing, dict) and isinstance(signing.get("key"), str):
-        key_id = signing.get("key_id")
-        out["signing"] = {"key": signing["key"], "key_id": key_id if key_id else None}
+    if isinstance(signing, dict):
+        key_id = signing.get("key_id") or None
+        if isinstance(signing.get("key"), str):
+            out["signing"] = {"key": signing["key"], "key_id": key_id}
+        elif isinstance(signing.get("hmac_env"), str):
+            out["signing"] = {"hmac_env": signing["hmac_env"], "key_id": key_id}
     return out
 
 
@@ -155,13 +158,21 @@ def load_signer(path: Path, key_id: str | None = None) -> Any:
 
 
 def sign_report(report: dict[str, Any], signing: Mapping[str, Any] | None) -> dict[str, Any]:
-    """`report` signed with the configured key; unsigned, with the reason in
+    """`report` signed with the configured key (an Ed25519 key file, or an HMAC secret
+    read from the variable named); unsigned, with the reason in
     ``extensions.gemini_cli.unsigned``, when the key cannot be used."""
     if signing is None:
         return report
-    from audit.signing import sign
+    from audit.signing import HmacSigner, sign
 
     try:
+        if "hmac_env" in signing:
+            secret = os.environ.get(signing["hmac_env"])
+            if not secret:
+                raise SignatureError(
+                    f"${signing['hmac_env']} (the HMAC secret) is not set in the hook's environment"
+                )
+            return sign(report, HmacSigner(secret.encode("utf-8"), key_id=signing.get("key_id")))
         return sign(report, load_signer(Path(signing["key"]), signing.get("key_id")))
     except SignatureError as exc:
         report["extensions"]["gemini_cli"]["unsigned"] = str(exc)

@@ -232,6 +232,8 @@ def test_install_with_a_server_writes_its_url_and_the_tokens_variable_name_and_k
         ({"server": "https://u:p@v.example", "token_env": "T"}, "holds credentials"),
         ({"server": "https://v.example", "token_env": "A-B"}, "not an environment variable"),
         ({"key_id": "k"}, "--key-id: needs --key PATH"),
+        ({"signing_key": Path("k.pem"), "hmac_env": "H"}, "--key and --hmac-env: one or"),
+        ({"hmac_env": "1H"}, "--hmac-env '1H': not an environment variable"),
     ],
 )
 def test_server_options_that_cannot_work_are_refused_before_anything_is_written(

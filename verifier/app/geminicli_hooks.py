@@ -93,6 +93,7 @@ class Installed:
     server: str | None = None  # where entries are witnessed and reports posted (install)
     token_env: str | None = None  # the variable holding the ingest token (its name only)
     signing_key: Path | None = None  # the Ed25519 key the reports are signed with
+    hmac_env: str | None = None  # or the variable holding their HMAC secret (its name only)
 
     @property
     def reports(self) -> Path:
@@ -105,6 +106,7 @@ class Installed:
             "server": self.server,
             "token_env": self.token_env,
             "signing_key": None if self.signing_key is None else str(self.signing_key),
+            "hmac_env": self.hmac_env,
             "reports": str(self.reports),
             "root": str(self.root),
             "settings": str(self.settings),
@@ -168,6 +170,7 @@ def install(
     server: str | None = None,
     token_env: str | None = None,
     signing_key: Path | None = None,
+    hmac_env: str | None = None,
     key_id: str | None = None,
     python: str | None = None,
 ) -> Installed:
@@ -184,11 +187,12 @@ def install(
     `server` (the service's base URL) and `token_env` (the *name* of the variable
     that will hold the ingest token when gemini-cli runs) have the hook post each
     trail entry to the witness and the report at the end; `signing_key` (an Ed25519
-    PEM private key, mode 0600) and `key_id` have it sign the report. The token is
-    never written: the hook reads the variable at run time.
+    PEM private key, mode 0600), or `hmac_env` (the name of the variable holding an
+    HMAC secret), and `key_id` have it sign the report. Neither the token nor the
+    secret is written: the hook reads the variables at run time.
     """
     hook_server = _server_settings(server, token_env)
-    signing = _signing_settings(signing_key, key_id)
+    signing = _signing_settings(signing_key, hmac_env, key_id)
     if signing_key is not None:
         signing_key = signing_key.resolve()
     root, git_dir, exclude = _locate(repo)
@@ -240,6 +244,7 @@ def install(
         server=None if hook_server is None else hook_server["url"],
         token_env=token_env,
         signing_key=signing_key,
+        hmac_env=hmac_env,
     )
 
 
@@ -253,8 +258,7 @@ def _server_settings(server: str | None, token_env: str | None) -> dict[str, str
             f"{missing}: missing; --server and --token-env go together (the ingest token is "
             "read from the variable when gemini-cli runs the hook)"
         )
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", token_env):
-        raise ConfigError(f"--token-env {token_env!r}: not an environment variable's name")
+    _env_name("--token-env", token_env)
     parts = urllib.parse.urlsplit(server)
     if parts.scheme not in ("http", "https") or not parts.netloc or parts.query:
         raise ConfigError(f"--server {server!r}: expected http(s)://host[:port][/path]")
@@ -263,11 +267,18 @@ def _server_settings(server: str | None, token_env: str | None) -> dict[str, str
     return {"url": server.rstrip("/"), "token_env": token_env}
 
 
-def _signing_settings(key: Path | None, key_id: str | None) -> dict[str, str | None] | None:
+def _signing_settings(
+    key: Path | None, hmac_env: str | None, key_id: str | None
+) -> dict[str, str | None] | None:
     """The hook's ``signing`` settings, once the key loads as the hook will load it."""
+    if key is not None and hmac_env is not None:
+        raise ConfigError("--key and --hmac-env: one or the other signs the reports")
+    if hmac_env is not None:
+        _env_name("--hmac-env", hmac_env)
+        return {"hmac_env": hmac_env, "key_id": key_id}
     if key is None:
         if key_id is not None:
-            raise ConfigError("--key-id: needs --key PATH (the Ed25519 key it names)")
+            raise ConfigError("--key-id: needs --key PATH or --hmac-env VAR (the key it names)")
         return None
     path = key.resolve()
     try:
@@ -277,15 +288,19 @@ def _signing_settings(key: Path | None, key_id: str | None) -> dict[str, str | N
     return {"key": str(path), "key_id": key_id}
 
 
+def _env_name(option: str, name: str) -> None:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise ConfigError(f"{option} {name!r}: not an environment variable's name")
+
+
 def install_notes(installed: Installed) -> list[str]:
     """What the user should know about what `install` configured."""
-    var = installed.token_env
-    if var is None or var.upper().startswith("GEMINI_CLI_"):
-        return []
     return [
         f"note: gemini-cli {GEMINI_CLI_VERSION} withholds ${var} from its hooks when its "
         "environment redaction is on (security.environmentVariableRedaction, and always "
         "under GitHub Actions); a name starting with GEMINI_CLI_ is always passed"
+        for var in (installed.token_env, installed.hmac_env)
+        if var is not None and not var.upper().startswith("GEMINI_CLI_")
     ]
 
 

@@ -108,6 +108,12 @@ REPO_HELP = "The repository (any folder of its work tree; default: the current f
     type=click.Path(dir_okay=False, path_type=Path),
     help="Sign each report with this Ed25519 PEM private key (mode 0600).",
 )
+@click.option(
+    "--hmac-env",
+    metavar="VAR",
+    help="Or sign with HMAC-SHA256, the secret in this environment variable when gemini-cli "
+    "runs (its name is written, never the secret; it must be set now too).",
+)
 @click.option("--key-id", metavar="ID", help="The signature's key_id (default: none).")
 @format_option
 @config_option
@@ -118,6 +124,7 @@ def install_command(
     server: str | None,
     token_env: str | None,
     signing_key: Path | None,
+    hmac_env: str | None,
     key_id: str | None,
     fmt: str,
     config: Config,
@@ -136,6 +143,12 @@ def install_command(
             "--scope ingest --agent gemini-cli) here and where gemini-cli runs",
             param_hint="'--token-env'",
         )
+    if hmac_env and not os.environ.get(hmac_env):
+        raise click.BadParameter(
+            f"${hmac_env} is not set: set it to the agent's HMAC secret ([agents.gemini-cli] "
+            "hmac_secret_env on the service) here and where gemini-cli runs",
+            param_hint="'--hmac-env'",
+        )
     installed = geminicli_hooks.install(
         repo_path,
         config=config,
@@ -144,6 +157,7 @@ def install_command(
         server=server,
         token_env=token_env,
         signing_key=signing_key,
+        hmac_env=hmac_env,
         key_id=key_id,
     )
     emit(render.hooks_json(installed) if fmt == "json" else render.hooks_text(installed))

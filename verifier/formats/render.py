@@ -618,6 +618,8 @@ def hooks_text(done: Installed) -> str:
         )
     if done.signing_key is not None:
         lines.append(f"reports signed with {done.signing_key}")
+    if done.hmac_env is not None:
+        lines.append(f"reports signed with HMAC-SHA256, the secret from ${done.hmac_env}")
     return inert("\n".join(lines) + "\n")
 
 

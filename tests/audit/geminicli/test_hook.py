@@ -489,3 +489,25 @@ def test_one_session_end_of_the_process_ends_every_session_it_ran_as_in_acp_mode
     for s in (answered, cut):
         assert s.report()["extensions"]["gemini_cli"]["end"] == "session_end:exit"
         assert check_trail_file(s.folder / "trail.jsonl").status == "intact"
+
+
+def test_an_hmac_secret_from_the_hooks_environment_signs_the_report_and_its_absence_is_said(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    hooks.install(repo.path, hmac_env="GEMINI_CLI_VERIFIER_HMAC", key_id="h-1")
+    assert "s3cret" not in (repo.path / ".git" / "verifier" / "hook.json").read_text()
+    signed = Session(repo, tmp_path, env={**os.environ, "GEMINI_CLI_VERIFIER_HMAC": "s3cret"})
+    signed.event("SessionStart", source="startup")
+    signed.event("SessionEnd", reason="exit")
+    report = signed.report()
+    verify_signature(report, b"s3cret")
+    assert (report["signature"]["alg"], report["signature"]["key_id"]) == ("hmac-sha256", "h-1")
+    unset = {k: v for k, v in os.environ.items() if k != "GEMINI_CLI_VERIFIER_HMAC"}
+    bare = Session(repo, tmp_path, env=unset, sid="s-2")
+    bare.event("SessionStart", source="startup")
+    bare.event("SessionEnd", reason="exit")
+    report = bare.report()
+    assert "signature" not in report
+    assert report["extensions"]["gemini_cli"]["unsigned"] == (
+        "$GEMINI_CLI_VERIFIER_HMAC (the HMAC secret) is not set in the hook's environment"
+    )
