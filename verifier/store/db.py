@@ -65,6 +65,7 @@ from verifier.store.models import (
     RejectedReportModel,
     RunModel,
     SessionModel,
+    UTCDateTime,
     utcnow,
 )
 from verifier.store.rows import (
@@ -479,24 +480,29 @@ class Store:
         a time in one query each (one short transaction, the position kept between them:
         what `session_lines` reads, without making typed rows of it)."""
         conditions = _filter_conditions(filters or SessionFilter())
-        position: tuple[datetime, str] | None = None
+        order = (SessionModel.ended_at.desc(), SessionModel.session_id.desc())
+        # Two statements made once, the position bound: a page costs its query, not a
+        # statement built and its cache key computed again (10-20 % of the CPU).
+        first = _EXPORT_QUERY.where(*conditions).order_by(*order).limit(page)
+        after = (
+            _EXPORT_QUERY.where(
+                *conditions,
+                *_after((bindparam("ended", type_=UTCDateTime()), bindparam("last_id"))),
+            )
+            .order_by(*order)
+            .limit(page)
+        )
+        position: dict[str, Any] | None = None
         while True:
-            where = [*conditions, *_after(position)]
             with self.transaction() as session:
-                rows = (
-                    session.connection()
-                    .execute(
-                        _EXPORT_QUERY.where(*where)
-                        .order_by(SessionModel.ended_at.desc(), SessionModel.session_id.desc())
-                        .limit(page)
-                    )
-                    .all()
-                )
+                connection = session.connection()
+                found = connection.execute(first if position is None else after, position)
+                rows = found.all()
             for r in rows:
                 yield (*r[:10], _utc(r[10]), _utc(r[11]), *r[12:16], _utc(r[16]), r[17], r[18])
             if len(rows) < page:
                 return
-            position = (_moment(rows[-1][11]), rows[-1][0])
+            position = {"ended": _moment(rows[-1][11]), "last_id": rows[-1][0]}
 
     def verdict_lines(self, filters: SessionFilter) -> list[tuple[Any, ...]]:
         """Every session `filters` keep, in one query, in no order, as a merge gate judges
@@ -794,9 +800,9 @@ def _filter_conditions(filters: SessionFilter) -> list[ColumnElement[bool]]:
     return conditions
 
 
-def _after(position: tuple[datetime, str] | None) -> list[ColumnElement[bool]]:
-    """The sessions after `position` (an end time and an id) in the newest-first order of
-    the pages: none to add at the start."""
+def _after(position: tuple[Any, Any] | None) -> list[ColumnElement[bool]]:
+    """The sessions after `position` (an end time and an id, or parameters bound to them)
+    in the newest-first order of the pages: none to add at the start."""
     if position is None:
         return []
     ended, last_id = position
