@@ -1,25 +1,19 @@
-"""`verifier verify --batch`: a real subprocess on a real repository and store."""
+"""`verifier verify --batch`: the command line in process (tests/support/cli.py) on a real
+repository and store."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
+from tests.support.cli import run_cli
 from tests.support.gitrepo import GitRepo
 from tests.support.sessions import config_toml, fixed_session, to_bytes
 
-VERIFIER = [sys.executable, "-m", "verifier"]
-
 
 def run(cfg: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*VERIFIER, "verify", *args, "--config", str(cfg)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run_cli("verify", *args, "--config", str(cfg))
 
 
 def test_verify_batch_prints_one_summary_and_exits_with_the_worst_verdict(

@@ -1,24 +1,22 @@
 """`verifier task add|list|show`, and `verify` of a report naming a task nobody declared:
-real subprocesses on a real store."""
+the command line in process (`cli.run`, what the `verifier` script runs) on a real store;
+tests/cli/test_cli.py runs it as a subprocess for the exit codes a script sees."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
+from tests.support.cli import run_cli
 from tests.support.gitrepo import GitRepo
 from tests.support.sessions import config_toml, fixed_session, to_bytes
 
-VERIFIER = [sys.executable, "-m", "verifier"]
 SUBTRACT = "tests/test_calc.py::test_subtract"
 
 
 def run(cfg: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*VERIFIER, *args, "--config", str(cfg)], capture_output=True, text=True, timeout=120
-    )
+    return run_cli(*args, "--config", str(cfg))
 
 
 def store_config(tmp_path: Path, repo: GitRepo) -> Path:
