@@ -64,7 +64,8 @@ MISSING = "missing"
 POLL_S = 1.0
 # The longest one git command over the local repository may take.
 GIT_TIMEOUT_S = 60.0
-# Head commits per query: one SQL IN list, one URL of about 2.6 kB.
+# Head commits (or ids) per SQL IN list, and per request to a server (a URL of about
+# 2.6 kB).
 COMMITS_PER_QUERY = 1000
 COMMITS_PER_REQUEST = 50
 PAGE = 500
@@ -500,9 +501,10 @@ class StoreSource:
             raise self._unreadable(exc) from None
 
     def _read(self, store: Store, selection: GateSelection) -> list[GateSession]:
-        """Their rows in one query per 200 ids or commits (`Store.verdict_lines`), then the
-        findings of their runs (`Store.findings_of`), the audit result of those verified
-        without a trail (for its note), and the classification of the few a person is shown."""
+        """Their rows in one query per 1,000 ids or commits (`Store.verdict_lines`), then
+        the findings of the runs that have any (`Store.findings_of`), the audit result of
+        those verified without a trail (for its note), and the classification of the few
+        a person is shown."""
         rows: dict[str, tuple[Any, ...]] = {}
         for filters in _filters(selection):
             for row in store.verdict_lines(filters):
