@@ -72,7 +72,7 @@ from audit.geminicli.release import AGENT_NAME, RELEASE, tool_profile
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from audit.geminicli.transcript import Transcript
+    from audit.geminicli.transcript import ToolCallRecord, Transcript
 
 # The chain, JCS, the claims and the transcript reader are imported in the functions that
 # write entries and the report, not here: a tool event (BeforeTool, AfterTool), the cost of
@@ -295,10 +295,15 @@ class _Session:
                 continue
             key = _match_key(call.args)
             seen = _take(state["observed"], call.name, key)
+            ran = seen is not None
             if seen is None:  # before but no after: the tool failed, or hangs still
                 pending = _take(state["pending"], call.name, key)
                 seen = None if pending is None else self._observe(state, pending)
-            decision, effects = ("refused", []) if seen is None else ("allow", seen["effects"])
+            if seen is None:
+                decision, effects = "refused", []
+            else:  # a call denied after our BeforeTool ran keeps what git saw meanwhile
+                denied = not ran and _denied(call)
+                decision, effects = ("deny" if denied else "allow"), seen["effects"]
             self._append(
                 state,
                 {
@@ -362,6 +367,7 @@ class _Session:
             ),
             "repo": {
                 "name": state["repo_name"],
+                "path": state["root"],  # the workspace an absolute file_path is read against
                 "base_commit": state["base_commit"],
                 "head_commit": self._head(state["base_commit"]),
             },
@@ -618,6 +624,17 @@ def _take(items: list[dict[str, Any]], tool: str, key: str) -> dict[str, Any] | 
             if item["tool"] == tool and (not exact or item["key"] == key):
                 return items.pop(i)
     return None
+
+
+# How gemini-cli 0.61 answers a call it did not run because a policy rule or a hook of
+# the user's denied it (its scheduler's two messages); any other error ran the tool.
+_DENIALS = ("Tool execution denied by policy.", "Tool execution blocked:")
+
+
+def _denied(call: ToolCallRecord) -> bool:
+    """Whether gemini-cli refused to run ``call`` (after our BeforeTool had seen it)."""
+    error = _response(call.id, call.response_parts).get("error")
+    return call.status == "error" and isinstance(error, str) and error.startswith(_DENIALS)
 
 
 def _response(call_id: str, parts: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:

@@ -62,18 +62,27 @@ def responses(transcript: Path) -> dict[str, dict]:
 
 
 @pytest.mark.parametrize(
-    ("model", "profile", "todos"),
+    ("model", "profile", "todos", "absolute"),
     [
         # write_todos: registered for Gemini 2 models that are not previews only.
-        (geminicli.LEGACY_MODEL, "gemini-cli-0.61-legacy", "allow"),
-        (geminicli.GEMINI_3_MODEL, "gemini-cli-0.61-gemini-3", "refused"),
+        (geminicli.LEGACY_MODEL, "gemini-cli-0.61-legacy", "allow", False),
+        (geminicli.GEMINI_3_MODEL, "gemini-cli-0.61-gemini-3", "refused", False),
+        # the model names the file by its absolute path inside the workspace
+        (geminicli.GEMINI_3_MODEL, "gemini-cli-0.61-gemini-3", "refused", True),
     ],
 )
 def test_each_model_family_is_recorded_with_its_profile_and_verifies(
-    gemini: Path, repo: GitRepo, tmp_path: Path, model: str, profile: str, todos: str
+    gemini: Path,
+    repo: GitRepo,
+    tmp_path: Path,
+    model: str,
+    profile: str,
+    todos: str,
+    absolute: bool,
 ) -> None:
     plan = {"write_todos": {"todos": [{"description": "fix subtract", "status": "in_progress"}]}}
-    script = [turn(plan), turn(replace("calc.py")), turn(PYTEST), turn("Done.")]
+    path = str(repo.path / "calc.py") if absolute else "calc.py"
+    script = [turn(plan), turn(replace(path)), turn(PYTEST), turn("Done.")]
     rec = record(gemini, repo, tmp_path / "home", script, model=model)
     assert rec.run.returncode == 0, rec.run.stderr[-2000:]
     assert (rec.report["agent"]["model"], rec.report["agent"]["tool_profile"]) == (model, profile)
@@ -140,7 +149,8 @@ def test_a_call_gemini_clis_policy_denies_then_done_is_not_delivered(
     assert got["write_file"]["error"].startswith('Tool "write_file" not found')
     write_entry, sed_entry = rec.calls()
     assert (write_entry["tool"], write_entry["decision"]) == ("write_file", "refused")
-    assert (sed_entry["tool"], sed_entry["effects"]) == ("run_shell_command", [])
+    assert (sed_entry["tool"], sed_entry["decision"]) == ("run_shell_command", "deny")
+    assert sed_entry["effects"] == []
     assert sed_entry["result_sha256"] == jcs_sha256(got["run_shell_command"])
     assert rec.report["status"] == "done" and rec.report["changes"] == []
     verdict = verify(rec.folder / "report.json", config_toml(tmp_path, repo))
@@ -172,7 +182,7 @@ def test_a_call_the_users_own_hook_blocks_then_done_is_not_delivered(
     got = responses(rec.folder / "transcript.jsonl")
     assert got["run_shell_command"] == {"error": "Tool execution blocked: no shell here"}
     (entry,) = rec.calls()
-    assert (entry["tool"], entry["effects"]) == ("run_shell_command", [])
+    assert (entry["tool"], entry["decision"], entry["effects"]) == ("run_shell_command", "deny", [])
     assert entry["result_sha256"] == jcs_sha256(got["run_shell_command"])
     verdict = verify(rec.folder / "report.json", config_toml(tmp_path, repo))
     assert (verdict.code, verdict.status) == (1, "not_delivered"), verdict.findings
