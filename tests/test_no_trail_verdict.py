@@ -120,15 +120,19 @@ def test_list_says_it_on_the_sessions_line_in_text_and_json(url: str) -> None:
     assert notes[RECORDED] is None and notes[REFUSED] is None
 
 
-def test_the_apis_session_carries_the_audit_checks_note(url: str) -> None:
+def test_the_apis_session_and_list_carry_the_audit_checks_note(url: str) -> None:
     tokens = make_tokens(url)
     with TestClient(create_app(make_config(url))) as client:
         body = client.get(f"/v1/sessions/{ACCEPTED}", headers=bearer(tokens["read"])).json()
         recorded = client.get(f"/v1/sessions/{RECORDED}", headers=bearer(tokens["read"])).json()
-    assert body["delivery_status"] == "delivered"
+        listed = client.get("/v1/sessions", headers=bearer(tokens["read"])).json()
+    assert body["delivery_status"] == "delivered" and body["trail_note"].startswith(NOTE)
     audit = body["checks"]["audit"]
     assert audit["details"]["trail"] == "none" and audit["notes"][0].startswith(NOTE)
-    assert recorded["checks"]["audit"]["notes"] == []
+    assert recorded["checks"]["audit"]["notes"] == [] and recorded["trail_note"] is None
+    notes = {item["session_id"]: item["trail_note"] for item in listed["sessions"]}
+    assert notes[ACCEPTED].startswith(NOTE) and notes[SILENT].startswith(NOTE)
+    assert notes[RECORDED] is None and notes[REFUSED] is None
 
 
 def test_the_dashboards_session_page_and_lists_say_it(url: str) -> None:

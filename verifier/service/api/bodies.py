@@ -139,6 +139,12 @@ class SessionSummary(_Open):
         "merge gate decides on. The stats count `delivery_status`.",
     )
     verified_at: datetime | None = Field(description="When the latest run finished.")
+    trail_note: str | None = Field(
+        default=None,
+        description="Set when the report had no audit trail and its repository accepts "
+        'that (`trail = "optional"`): what the verdict then rests on. Null for a recorded '
+        "trail, or when the missing trail left the verdict inconclusive (`audit.no_trail`).",
+    )
     verdict_run_id: int | None
     latest_run_id: int | None
     agent: AgentBody

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from verifier.app.sessions import trail_note
 from verifier.service.api.bodies import (
     AgentBody,
     OverrideBody,
@@ -41,6 +42,7 @@ def _summary_fields(listed: Listed) -> dict[str, Any]:
         "override_status": s.override_status,
         "effective_status": listed.effective_status,
         "verified_at": None if latest is None else latest.finished_at,
+        "trail_note": trail_note(listed.verdict_run or latest),
         "verdict_run_id": None if listed.verdict_run is None else listed.verdict_run.id,
         "latest_run_id": None if latest is None else latest.id,
         "agent": AgentBody(
