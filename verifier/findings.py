@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, TypeVar
@@ -190,3 +190,28 @@ class Verification:
             "duration_s": round((self.finished_at - self.started_at).total_seconds(), 6),
             "notes": list(self.notes),
         }
+
+
+# The note of a run whose report had no audit trail when its check result predates the
+# audit check's own text for it.
+NO_TRAIL_NOTE = (
+    "no audit trail (audit.trail = 'none'), accepted by the repository's trail = 'optional': "
+    "the calls and their effects are the report's word"
+)
+
+
+def trail_note(checks: object) -> str | None:
+    """What a verdict rests on when the report had no audit trail and its repository
+    accepted that (``trail = "optional"``): the audit check's note, from a run's
+    ``checks`` (as stored, or as the API answers them), which every face shows beside the
+    verdict. None for a recorded trail, or when the missing trail left the verdict
+    inconclusive (``audit.no_trail``, a finding)."""
+    audit = checks.get("audit") if isinstance(checks, Mapping) else None
+    if not isinstance(audit, Mapping) or audit.get("status") != "pass":
+        return None
+    details = audit.get("details")
+    if not isinstance(details, Mapping) or details.get("trail") != "none":
+        return None
+    # The audit check writes its no-trail note first, before a signature's or a witness's.
+    notes = audit.get("notes")
+    return str(notes[0]) if isinstance(notes, list) and notes else NO_TRAIL_NOTE

@@ -42,7 +42,7 @@ from urllib.parse import quote
 from verifier.app import Notice
 from verifier.config import Config, mask_url
 from verifier.errors import ConfigError, InfrastructureError, SourceUnavailable, VerifierError
-from verifier.findings import Finding, deciding_order
+from verifier.findings import Finding, deciding_order, trail_note
 
 if TYPE_CHECKING:  # SQLAlchemy and httpx load only when a source is made
     import httpx
@@ -141,26 +141,6 @@ def classification_of(checks: object) -> dict[str, Any] | None:
     return found if isinstance(found, dict) else None
 
 
-def trail_note_of(checks: object) -> str | None:
-    """What the verdict rests on when the report had no audit trail and its repository
-    accepted that (``trail = "optional"``): the audit check's note, from a run's ``checks``
-    (stored, or as the API answers). The rule of `verifier.app.sessions.trail_note`, which
-    the other faces show; None for a recorded trail, or a missing one that left the
-    verdict inconclusive (``audit.no_trail``, a finding)."""
-    audit = checks.get("audit") if isinstance(checks, dict) else None
-    if not isinstance(audit, dict) or audit.get("status") != "pass":
-        return None
-    details = audit.get("details")
-    if not isinstance(details, dict) or details.get("trail") != "none":
-        return None
-    notes = audit.get("notes")
-    if isinstance(notes, list) and notes:
-        return str(notes[0])  # the audit check writes its no-trail note first
-    from verifier.app.sessions import NO_TRAIL_NOTE  # an older run kept no text of its own
-
-    return NO_TRAIL_NOTE
-
-
 @dataclass(frozen=True)
 class GateSession:
     """One selected session as the gate sees it, from a store or a server."""
@@ -182,7 +162,7 @@ class GateSession:
     # or a task's acceptance tests), read for the sessions that did not simply pass.
     classification: dict[str, Any] | None = None
     # What the verdict rests on when the report had no trail and its repository accepts
-    # that (``trail = "optional"``): the audit check's note (`trail_note_of`).
+    # that (``trail = "optional"``): the audit check's note (`verifier.findings.trail_note`).
     trail_note: str | None = None
 
     @property
@@ -535,7 +515,7 @@ class StoreSource:
                 run_id=row[9],
                 findings=findings.get(row[9], ()),
                 classification=_mapping(classified.get(row[9])),
-                trail_note=trail_note_of({"audit": audits.get(row[9])}),
+                trail_note=trail_note({"audit": audits.get(row[9])}),
             )
             for row in rows.values()
         }
@@ -772,6 +752,7 @@ def session_from_api(body: dict[str, Any], *, with_findings: bool) -> GateSessio
         ended = body.get("ended_at")
         run_id = body.get("verdict_run_id") or body.get("latest_run_id")
         checks = body.get("checks") if with_findings else None
+        note = body.get("trail_note")
         return GateSession(
             session_id=str(body["session_id"]),
             computed_status=str(body["delivery_status"]),
@@ -785,7 +766,8 @@ def session_from_api(body: dict[str, Any], *, with_findings: bool) -> GateSessio
             run_id=run_id if isinstance(run_id, int) else None,
             findings=tuple(findings),
             classification=classification_of(checks),
-            trail_note=trail_note_of(checks),
+            # the API's summary says it (since it has the field); an older server's checks
+            trail_note=note if isinstance(note, str) else trail_note(checks),
         )
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise SourceUnavailable(

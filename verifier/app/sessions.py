@@ -9,7 +9,7 @@ of the configuration that opens the store, reads or writes, and closes it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
@@ -18,38 +18,17 @@ from verifier.app import Notice, pipeline
 from verifier.config import Config
 from verifier.errors import ConfigError, InvalidReport, NotFound, UnknownTask, VerifierError
 from verifier.findings import DeliveryStatus, Finding
+from verifier.findings import trail_note as checks_trail_note
 from verifier.moments import utc_text
 from verifier.store import Counts, Listed, NoStore, RunRow, SessionRow, Store
 from verifier.store.overrides import OverrideRow, overridden_count, overrides, record_override
-
-# The note when a stored run's audit check kept no text of its own (an older run).
-NO_TRAIL_NOTE = (
-    "no audit trail (audit.trail = 'none'), accepted by the repository's trail = 'optional': "
-    "the calls and their effects are the report's word"
-)
 
 
 def trail_note(run: RunRow | None) -> str | None:
     """What `run`'s verdict rests on when the report had no audit trail and the
     repository's policy accepted that (`trail = "optional"`): the audit check's note,
-    which every face shows beside the verdict (`checks_trail_note`)."""
+    which every face shows beside the verdict (`verifier.findings.trail_note`)."""
     return checks_trail_note(None if run is None else run.result.get("checks"))
-
-
-def checks_trail_note(checks: object) -> str | None:
-    """`trail_note` from a run's ``checks`` (as stored, or as the API answers them): the
-    audit check's note when it passed on a report without a trail; None for a recorded
-    trail, or when the missing trail left the verdict inconclusive (`audit.no_trail`,
-    a finding)."""
-    audit = checks.get("audit") if isinstance(checks, Mapping) else None
-    if not isinstance(audit, Mapping) or audit.get("status") != "pass":
-        return None
-    details = audit.get("details")
-    if not isinstance(details, Mapping) or details.get("trail") != "none":
-        return None
-    # The audit check writes its no-trail note first, before a signature's or a witness's.
-    notes = audit.get("notes")
-    return str(notes[0]) if isinstance(notes, list) and notes else NO_TRAIL_NOTE
 
 
 def run_dict(run: RunRow) -> dict[str, Any]:
