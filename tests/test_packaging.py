@@ -1,8 +1,8 @@
 """The wheel is a whole verifier: built, installed into a fresh venv, run from elsewhere.
 
-One wheel is built per module (from a copy of the source tree, so the checkout
-gets no `build/` folder) and installed with its dependencies from PyPI (pip's
-cache makes that quick the second time). The installed `verifier` then
+One wheel is built per run and shared by the xdist workers (from a copy of the source
+tree, so the checkout gets no `build/` folder), and installed with its dependencies from
+PyPI (pip's cache makes that quick the second time). The installed `verifier` then
 migrates a store, runs the demo and verifies one of its reports with its
 working directory outside the source tree, and nothing it loads comes from the
 checkout.
@@ -10,6 +10,7 @@ checkout.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -80,22 +81,37 @@ def _pip(*args: str | Path) -> str:
     return done.stdout + done.stderr
 
 
+def _build_and_install(tmp: Path) -> tuple[Path, str, Path]:
+    """The wheel built and installed into a venv under `tmp`, once for all the workers of
+    a run: the first to ask builds it under a lock, the others wait and use it (a build
+    and install costs tens of seconds of CPU, and xdist spreads this module's tests)."""
+    tmp.mkdir(exist_ok=True)
+    made, venv = tmp / "made.json", tmp / "venv"
+    with (tmp / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if made.is_file():
+            wheel, output = json.loads(made.read_text("utf-8"))
+            return Path(wheel), output, venv
+        source = tmp / "source"
+        shutil.copytree(ROOT, source, ignore=NOT_SOURCE)
+        output = _pip("wheel", "--no-deps", "--wheel-dir", tmp / "dist", source)
+        (wheel,) = (tmp / "dist").glob("agent_delivery_verifier-*.whl")
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
+        # The wheel alone: pytest, which runs the demo's tests, comes as its dependency. Not
+        # compiled at install: the runs below compile what they import (about half the CPU
+        # of the install went to compiling modules nothing here imports).
+        _pip("--python", venv / "bin" / "python", "install", "--quiet", "--no-compile", wheel)
+        made.write_text(json.dumps([str(wheel), output]), "utf-8")
+        return wheel, output, venv
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
-    tmp = tmp_path_factory.mktemp("packaging")
-    source = tmp / "source"
-    shutil.copytree(ROOT, source, ignore=NOT_SOURCE)
-    output = _pip("wheel", "--no-deps", "--wheel-dir", tmp / "dist", source)
-    (wheel,) = (tmp / "dist").glob("agent_delivery_verifier-*.whl")
-    venv = tmp / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
-    # The wheel alone: pytest, which runs the demo's tests, comes as its dependency. Not
-    # compiled at install: the runs below compile what they import (about half the CPU of
-    # the install went to compiling modules nothing here imports).
-    _pip("--python", venv / "bin" / "python", "install", "--quiet", "--no-compile", wheel)
-    home = tmp / "home"
-    home.mkdir()
-    yield Installed(wheel, output, venv, home)
+    run = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        run = run.parent  # the folder the workers of this run share
+    wheel, output, venv = _build_and_install(run / "packaging")
+    yield Installed(wheel, output, venv, tmp_path_factory.mktemp("home"))
 
 
 def test_the_build_warns_of_nothing_deprecated(installed: Installed) -> None:
