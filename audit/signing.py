@@ -12,8 +12,10 @@ import base64
 import binascii
 import hashlib
 import hmac
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature
@@ -22,7 +24,15 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from audit.errors import SignatureError
 from audit.jcs import CanonicalizationError, canonicalize
 
-__all__ = ["Ed25519Signer", "HmacSigner", "Signer", "payload", "sign", "verify_signature"]
+__all__ = [
+    "Ed25519Signer",
+    "HmacSigner",
+    "Signer",
+    "load_private_key",
+    "payload",
+    "sign",
+    "verify_signature",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +60,28 @@ class HmacSigner:
 
 
 Signer = Ed25519Signer | HmacSigner
+
+
+def load_private_key(path: Path) -> Ed25519PrivateKey:
+    """The Ed25519 private key of the PEM file at `path`, which only its owner may read.
+
+    `OSError` when the file cannot be read; `SignatureError` when it is readable by
+    others, not an unencrypted PEM private key, or not Ed25519, its message the reason
+    alone (``readable by others (mode 0644, expected 0600)``), for the caller to put
+    after the name it gives the file."""
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    mode = stat.S_IMODE(path.stat().st_mode)
+    data = path.read_bytes()
+    if mode & 0o077:
+        raise SignatureError(f"readable by others (mode {mode:04o}, expected 0600)")
+    try:
+        key = load_pem_private_key(data, password=None)
+    except (ValueError, TypeError) as exc:
+        raise SignatureError(f"not an unencrypted PEM private key ({exc})") from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise SignatureError(f"a {type(key).__name__}, expected an Ed25519 key")
+    return key
 
 
 def payload(report: Mapping[str, Any]) -> bytes:

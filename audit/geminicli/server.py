@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -136,25 +135,14 @@ def witness_extension(state: Mapping[str, Any]) -> dict[str, Any] | None:
 def load_signer(path: Path, key_id: str | None = None) -> Any:
     """The `audit.signing.Ed25519Signer` of the PEM private key at `path`; `SignatureError`
     saying why not (missing, readable by others, not an unencrypted Ed25519 key)."""
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-    from cryptography.hazmat.primitives.serialization import load_pem_private_key
-
-    from audit.signing import Ed25519Signer
+    from audit.signing import Ed25519Signer, load_private_key
 
     try:
-        mode = stat.S_IMODE(path.stat().st_mode)
-        data = path.read_bytes()
+        return Ed25519Signer(load_private_key(path), key_id=key_id)
     except OSError as exc:
         raise SignatureError(f"{path}: cannot be read ({exc.strerror})") from None
-    if mode & 0o077:
-        raise SignatureError(f"{path}: readable by others (mode {mode:04o}, expected 0600)")
-    try:
-        key = load_pem_private_key(data, password=None)
-    except (ValueError, TypeError) as exc:
-        raise SignatureError(f"{path}: not an unencrypted PEM private key ({exc})") from None
-    if not isinstance(key, Ed25519PrivateKey):
-        raise SignatureError(f"{path}: a {type(key).__name__}, expected an Ed25519 key")
-    return Ed25519Signer(key, key_id=key_id)
+    except SignatureError as exc:
+        raise SignatureError(f"{path}: {exc}") from None
 
 
 def sign_report(report: dict[str, Any], signing: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -32,7 +32,6 @@ from cryptography.hazmat.primitives.serialization import (
     NoEncryption,
     PrivateFormat,
     PublicFormat,
-    load_pem_private_key,
 )
 
 from audit.bundle import (
@@ -53,7 +52,9 @@ from audit.bundle import (
     verify_bundle,
 )
 from audit.dsse import IN_TOTO_PAYLOAD_TYPE, envelope, fingerprint, is_fingerprint, pae
+from audit.errors import SignatureError
 from audit.jcs import CanonicalizationError, canonicalize
+from audit.signing import load_private_key
 from verifier import __version__
 from verifier.checks.replay import succeeded
 from verifier.config import Config
@@ -154,25 +155,15 @@ def load_key(path: Path) -> Ed25519PrivateKey:
     not an Ed25519 key."""
     where = f"evidence.signing_key: {str(path)!r}"
     try:
-        mode = path.stat().st_mode
-        data = path.read_bytes()
+        return load_private_key(path)
     except FileNotFoundError:
         raise ConfigError(
             f"{where} does not exist; create it with `verifier keys create`"
         ) from None
     except OSError as exc:
         raise ConfigError(f"{where} cannot be read: {exc.strerror}") from None
-    if stat.S_IMODE(mode) & 0o077:
-        raise ConfigError(
-            f"{where} is readable by others (mode {stat.S_IMODE(mode):04o}, expected 0600)"
-        )
-    try:
-        key = load_pem_private_key(data, password=None)
-    except (ValueError, TypeError) as exc:
-        raise ConfigError(f"{where} is not an unencrypted PEM private key: {exc}") from None
-    if not isinstance(key, Ed25519PrivateKey):
-        raise ConfigError(f"{where} is a {type(key).__name__}, expected an Ed25519 key")
-    return key
+    except SignatureError as exc:
+        raise ConfigError(f"{where} is {exc}") from None
 
 
 # --- selection --------------------------------------------------------------------------
