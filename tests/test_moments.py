@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from verifier.errors import BadRequest
-from verifier.moments import parse_moment, utc_text
+from verifier.moments import parse_end, parse_moment, utc_text
 
 NOON = datetime(2026, 11, 29, 12, tzinfo=UTC)
 
@@ -43,6 +43,14 @@ def test_a_bad_moment_names_the_field_and_the_problem(typed: str, problem: str) 
     with pytest.raises(BadRequest) as raised:
         parse_moment(typed, "--until")
     assert raised.value.field == "--until" and problem in raised.value.problem
+
+
+def test_an_end_that_is_a_date_names_its_whole_day_and_a_time_is_itself() -> None:
+    assert parse_end(" 2026-11-29 ", "to") == datetime(2026, 11, 30, tzinfo=UTC)
+    assert parse_end("2026-11-29T12:00:00Z", "to") == NOON
+    with pytest.raises(BadRequest) as raised:
+        parse_end("9999-12-31", "to")
+    assert raised.value.field == "to" and "the last day a date can name" in str(raised.value)
 
 
 def test_utc_text_writes_utc_with_a_z_and_takes_a_naive_time_as_utc() -> None:

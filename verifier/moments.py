@@ -9,12 +9,12 @@ without an offset is refused, never guessed. It is written in UTC with a ``Z``.
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, time
+from datetime import UTC, date, datetime, time, timedelta
 from typing import overload
 
 from verifier.errors import BadRequest
 
-__all__ = ["parse_moment", "utc_text"]
+__all__ = ["parse_end", "parse_moment", "utc_text"]
 
 
 def parse_moment(value: str, field: str) -> datetime:
@@ -22,7 +22,7 @@ def parse_moment(value: str, field: str) -> datetime:
     a date nor an ISO 8601 date and time with a UTC offset."""
     text = value.strip()
     try:
-        if len(text) == 10:
+        if _is_date(text):
             return datetime.combine(date.fromisoformat(text), time(0), tzinfo=UTC)
         moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
@@ -37,6 +37,23 @@ def parse_moment(value: str, field: str) -> datetime:
         return moment.astimezone(UTC)
     except OverflowError:
         raise BadRequest(field, f"{value!r} is out of range once in UTC") from None
+
+
+def parse_end(value: str, field: str) -> datetime:
+    """`value` as the end of a span, excluded: a date names its whole day, which ends at
+    the next midnight (UTC); a date and time is that moment (`parse_moment`)."""
+    moment = parse_moment(value, field)
+    if not _is_date(value.strip()):
+        return moment
+    try:
+        return moment + timedelta(days=1)
+    except OverflowError:
+        raise BadRequest(field, f"{value!r} is the last day a date can name") from None
+
+
+def _is_date(text: str) -> bool:
+    """Whether `text` is typed as a date alone (``YYYY-MM-DD``)."""
+    return len(text) == 10
 
 
 @overload

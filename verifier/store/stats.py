@@ -28,7 +28,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from verifier.errors import BadRequest
-from verifier.moments import parse_moment
+from verifier.moments import parse_end, parse_moment
 from verifier.store.models import FindingModel, SessionCountModel, SessionModel
 from verifier.store.rows import GROUP_BY, Counts, FailureReason, Group, Stats
 
@@ -77,17 +77,11 @@ def count_rows(
 def bounds(first: str | None, last: str | None) -> tuple[datetime | None, datetime | None]:
     """The span a `from` and a `to` name, as every face types a moment
     (`verifier.moments.parse_moment`: a date, or a date and time with its offset): from
-    `first` (included) to `last` (excluded). A `to` that is a date names its whole day,
-    which ends at the next midnight; one with a time is the moment the sessions ended
+    `first` (included) to `last` (excluded). A `to` that is a date names its whole day
+    (`verifier.moments.parse_end`); one with a time is the moment the sessions ended
     before. Empty is open. `BadRequest` naming the field at fault."""
     start = parse_moment(first, "from") if first else None
-    end = parse_moment(last, "to") if last else None
-    # parse_moment reads ten characters as a date (its midnight, UTC).
-    if last and end is not None and len(last.strip()) == 10:
-        try:
-            end += timedelta(days=1)
-        except OverflowError:
-            raise BadRequest("to", f"{last!r} is the last day a date can name") from None
+    end = parse_end(last, "to") if last else None
     if start is not None and end is not None and start >= end:
         raise BadRequest("from", f"got {first!r}, expected a moment before to={last!r}")
     return start, end
