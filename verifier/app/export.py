@@ -16,17 +16,13 @@ import csv
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from verifier.app import Notice
 from verifier.config import Config
 from verifier.errors import BadRequest
-from verifier.moments import utc_text
 from verifier.store import NoStore, SessionFilter, Store
 from verifier.store.db import EXPORT_LINE
-
-if TYPE_CHECKING:
-    from verifier.store.rows import SessionLine
 
 FORMATS = ("csv", "jsonl")
 MEDIA_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson"}
@@ -34,33 +30,6 @@ COLUMNS = EXPORT_LINE
 # A spreadsheet reads a cell starting with one of these as a formula (CSV injection).
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _FORMULA_FIRST = frozenset(_FORMULA_START)
-
-
-def row(line: SessionLine) -> dict[str, Any]:
-    """One session's export row, keyed by `COLUMNS`, from its typed line: what `lines`
-    writes of it from `Store.export_lines`."""
-    s = line.session
-    return {
-        "session_id": s.session_id,
-        "agent": s.agent_name,
-        "agent_version": s.agent_version,
-        "model": s.agent_model,
-        "repo": s.repo_name,
-        "base_commit": s.base_commit,
-        "head_commit": s.head_commit,
-        "branch": s.branch,
-        "agent_status": s.status,
-        "done": s.done,
-        "started_at": utc_text(s.started_at),
-        "ended_at": utc_text(s.ended_at),
-        "delivery_status": line.delivery_status,
-        "override_status": s.override_status,
-        "effective_status": line.effective_status,
-        "verdict_run_id": line.verdict_run_id,
-        "verified_at": utc_text(line.verified_at),
-        "first_finding_code": line.first_finding_code,
-        "report_sha256": s.report_sha256,
-    }
 
 
 def safe_cell(value: Any) -> str:

@@ -122,8 +122,8 @@ def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
 
 def test_the_row_has_every_column_and_both_verdicts(store: Store) -> None:
     record_override(store, "s00001", status="delivered", reason="moved", author="cli:ana")
-    (line,) = store.session_lines(SessionFilter(session_ids=("s00001",)))
-    row = export.row(line)
+    (line,) = export.lines(store, SessionFilter(session_ids=("s00001",)), "jsonl")
+    row = json.loads(line)
     assert row == listed_row(store.listed("s00001"))
     assert tuple(row) == export.COLUMNS
     assert row["delivery_status"] == "not_delivered"
@@ -311,9 +311,8 @@ def test_times_with_a_fraction_of_a_second_are_exported_as_utc_text_writes_them(
         store.ingest(parse_report(raw))
         run = verification("s-frac", failed=True)
         store.record_run(run)
-        (line,) = store.session_lines(SessionFilter(session_ids=("s-frac",)))
         (got,) = (json.loads(x) for x in export.lines(store, SessionFilter(), "jsonl"))
-    assert got == export.row(line)
+        assert got == listed_row(store.listed("s-frac"))
     assert (got["started_at"], got["ended_at"]) == (
         "2026-11-01T07:59:00Z",
         "2026-11-01T08:00:05.000120Z",
