@@ -18,6 +18,7 @@ import base64
 import dataclasses
 import hashlib
 import json
+import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -98,6 +99,7 @@ class Store:
         self._count_upsert = counting.count_upsert(engine.dialect.name)
         self._insert_new = _insert_or_nothing(engine.dialect.name)
         self._sessions = sessionmaker(engine, expire_on_commit=False)
+        self._group = _GroupCommit(self._ingest_batch)
         # A read of one statement needs no transaction: on PostgreSQL no BEGIN and ROLLBACK
         # for it. (SQLite's driver begins none for a SELECT, and switching costs it more.)
         self._one_statement = (
@@ -161,24 +163,56 @@ class Store:
         transaction that inserts a new session, after the row is written (the queue
         defers the session's job there, so that a report and its job commit together).
         """
+        # SQLite has one writer at a time: concurrent ingests wait for each other's commit
+        # (and, in SQLite's busy handler, sleep a millisecond or more at each try). They
+        # are committed together instead (`_GroupCommit`): each is answered once the
+        # commit that holds it is on disk, as alone. PostgreSQL commits them side by side.
+        if self.dialect == "sqlite":
+            row, new = self._group.ingest(report, on_insert)
+        else:
+            with reachable(self._engine), self._engine.begin() as connection:
+                row, new = self._ingest_in(connection, report, on_insert)
+        if not new and row.report_sha256 != report.sha256:
+            raise SessionConflict(report.session_id, row.report_sha256, report.sha256)
+        return row, new
+
+    def _ingest_in(
+        self,
+        connection: Connection,
+        report: Report,
+        on_insert: Callable[[Connection], None] | None,
+    ) -> tuple[SessionRow, bool]:
+        """`ingest`'s writes in `connection`'s transaction: the new row, or the stored one."""
         # Core statements built once, on one connection, not the ORM's unit of work: ingest
         # is the hot path (tests/benchmarks/store_ingest.py). The insert does nothing on a
         # stored id, which is then read: one statement fewer for a new report, the common
         # case, and no race with another writer of the same id (PostgreSQL waits for its
         # commit, then the read sees its row).
-        with reachable(self._engine), self._engine.begin() as connection:
-            if self.dialect == "sqlite":
+        row = self._insert_session(connection, report)
+        if row is not None:
+            if on_insert is not None:
+                on_insert(connection)
+            return row, True
+        found = connection.execute(_STORED_ROW, {"session_id": report.session_id}).one()
+        return SessionRow(**found._mapping), False
+
+    def _ingest_batch(self, batch: Sequence[_Pending]) -> None:
+        """The ingests of `batch` in one SQLite transaction, each pending given its outcome
+        once it is committed. When the transaction fails, each is tried again alone, so
+        that one ingest's error is its own (the others' writes were rolled back with it)."""
+        try:
+            with reachable(self._engine), self._engine.begin() as connection:
                 connection.exec_driver_sql("BEGIN IMMEDIATE")
-            row = self._insert_session(connection, report)
-            if row is not None:
-                if on_insert is not None:
-                    on_insert(connection)
-                return row, True
-            found = connection.execute(_STORED_ROW, {"session_id": report.session_id}).one()
-            stored_row = SessionRow(**found._mapping)
-        if stored_row.report_sha256 != report.sha256:
-            raise SessionConflict(report.session_id, stored_row.report_sha256, report.sha256)
-        return stored_row, False
+                outcomes = [self._ingest_in(connection, p.report, p.on_insert) for p in batch]
+        except Exception as exc:
+            if len(batch) == 1:
+                batch[0].error = exc
+                return
+            for pending in batch:
+                self._ingest_batch([pending])
+            return
+        for pending, outcome in zip(batch, outcomes, strict=True):
+            pending.outcome = outcome
 
     def record_run(
         self,
@@ -1059,3 +1093,72 @@ _VERDICT_LINE_COLUMNS = (
     _SHOWN_RUN,
     exists().where(FindingModel.run_id == _SHOWN_RUN),
 )
+
+
+class _Pending:
+    """One ingest waiting in a `_GroupCommit`: its outcome (or error) once committed."""
+
+    __slots__ = ("done", "error", "on_insert", "outcome", "report")
+
+    def __init__(self, report: Report, on_insert: Callable[[Connection], None] | None) -> None:
+        self.report = report
+        self.on_insert = on_insert
+        self.done = threading.Event()
+        self.outcome: tuple[SessionRow, bool] | None = None
+        self.error: BaseException | None = None
+
+
+class _GroupCommit:
+    """Ingests from several threads committed together: SQLite's group commit.
+
+    A thread that finds no commit under way leads: it takes every ingest waiting (up
+    to `MAX_BATCH`) and commits them in one transaction, then hands the lead to the
+    first that arrived meanwhile, and returns. The others wait until the commit that
+    holds theirs is done, so an ingest returns, as alone, only once its report is on
+    disk (``synchronous=FULL``). Alone, an ingest is its own batch of one.
+    """
+
+    MAX_BATCH = 64
+
+    def __init__(self, commit: Callable[[Sequence[_Pending]], None]) -> None:
+        self._commit = commit
+        self._lock = threading.Lock()
+        self._waiting: list[_Pending] = []
+        self._leading = False
+
+    def ingest(
+        self, report: Report, on_insert: Callable[[Connection], None] | None
+    ) -> tuple[SessionRow, bool]:
+        mine = _Pending(report, on_insert)
+        with self._lock:
+            self._waiting.append(mine)
+            lead = not self._leading
+            self._leading = True
+        if not lead:
+            mine.done.wait()
+        if mine.outcome is None and mine.error is None:  # handed the lead
+            self._lead()
+        if mine.error is not None:
+            raise mine.error
+        assert mine.outcome is not None
+        return mine.outcome
+
+    def _lead(self) -> None:
+        with self._lock:
+            batch = self._waiting[: self.MAX_BATCH]
+            del self._waiting[: self.MAX_BATCH]
+        try:
+            self._commit(batch)
+        except BaseException as exc:  # an interrupt: no ingest of the batch is answered
+            for pending in batch:
+                if pending.outcome is None and pending.error is None:
+                    pending.error = exc
+            raise
+        finally:
+            for pending in batch:
+                pending.done.set()
+            with self._lock:
+                if self._waiting:
+                    self._waiting[0].done.set()  # the next leader
+                else:
+                    self._leading = False
