@@ -34,7 +34,6 @@ from sqlalchemy import (
     and_,
     bindparam,
     case,
-    exists,
     func,
     insert,
     or_,
@@ -545,45 +544,6 @@ class Store:
                 return
             position = {"ended": _moment(rows[-1][11]), "last_id": rows[-1][0]}
 
-    def verdict_lines(self, filters: SessionFilter) -> list[tuple[Any, ...]]:
-        """Every session `filters` keep, in one query, in no order, as a merge gate judges
-        many: tuples of `VERDICT_LINE` (`run_id` is the run the verdict shows: the verdict
-        run, else the latest; `has_findings` whether that run has any; `ended_at` aware,
-        in UTC). Not paged: its callers name what they select (ids, head commits, a
-        branch) and hold all of it anyway."""
-        with self.transaction() as session:
-            rows = (
-                session.connection()
-                .execute(select(*_VERDICT_LINE_COLUMNS).where(*_filter_conditions(filters)))
-                .all()
-            )
-        return [(*row[:8], _moment(row[8]), *row[9:]) for row in rows]
-
-    def result_values(
-        self,
-        run_ids: Collection[int],
-        path: tuple[str, ...],
-        *,
-        where: tuple[tuple[str, ...], str] | None = None,
-    ) -> dict[int, Any]:
-        """The value at `path` in each run's result document (`Verification.to_dict()`),
-        picked out in SQL, so no document is read whole; with `where` (a path and a text),
-        only the runs whose document holds that text there. A run without a value at
-        `path` is left out."""
-        found: dict[int, Any] = {}
-        ids = sorted(set(run_ids))
-        with self.transaction() as session:
-            connection = session.connection()
-            for start in range(0, len(ids), MAX_PAGE):
-                conditions = [RunModel.id.in_(ids[start : start + MAX_PAGE])]
-                if where is not None:
-                    conditions.append(RunModel.result[where[0]].as_string() == where[1])
-                query = select(RunModel.id, RunModel.result[path]).where(*conditions)
-                for run_id, value in connection.execute(query):
-                    if value is not None:
-                        found[run_id] = value
-        return found
-
     def session_ids(self, delivery_status: str, *, limit: int = 1000) -> list[str]:
         """Ids of sessions whose current verdict is `delivery_status`, oldest ingested first;
         pruned sessions are left out (they cannot be verified again)."""
@@ -904,22 +864,6 @@ def _insert_or_nothing(dialect: str) -> Any:
     ).execution_options(preserve_rowcount=True)
 
 
-# What `Store.verdict_lines` reads of a session, in this order.
-VERDICT_LINE = (
-    "session_id",
-    "delivery_status",
-    "override_status",
-    "repo_name",
-    "head_commit",
-    "branch",
-    "status",
-    "done",
-    "ended_at",
-    "run_id",
-    "has_findings",
-)
-
-
 # What `Store.export_lines` gives of a session, in this order (the export's column names).
 EXPORT_LINE = (
     "session_id",
@@ -1086,13 +1030,6 @@ def _deciding_order() -> tuple[Any, ...]:
 
 
 _EXPORT_QUERY = _export_query()
-_SHOWN_RUN = func.coalesce(_SESSIONS.c.verdict_run_id, _SESSIONS.c.latest_run_id)
-_VERDICT_LINE_COLUMNS = (
-    *(_SESSIONS.c[name] for name in VERDICT_LINE[:-3]),
-    _stored_moment(_SESSIONS.c.ended_at),  # made a datetime by `_moment`, not `UTCDateTime`
-    _SHOWN_RUN,
-    exists().where(FindingModel.run_id == _SHOWN_RUN),
-)
 
 
 class _Pending:

@@ -1,0 +1,307 @@
+"""The merge gate's reads of a store: text SQL through the driver's own cursor.
+
+`verifier gate` reads many sessions once per process, and every statement of
+SQLAlchemy's Core is compiled the first time an engine runs it, its result rows
+built and their types processed: for the gate's thousand sessions that was most
+of its time. `GateReads` opens the store as `Store.open` does (the same engine,
+URL checks, read-only connection and errors), checks its revision with one
+SELECT, and reads with the statements below, one per dialect, on one connection
+of the engine's pool, handing out plain tuples. The values are those the `Store`
+loads (a session's columns as `SessionRow` has them, a run's findings in
+`findings.deciding_order`, the JSON values at a path of a run's result document),
+on SQLite and PostgreSQL alike: `tests/store/test_gate_reads.py` holds them to
+`Store.listed`, `Store.runs` and `overrides.overrides`.
+
+A failure of the driver is the `Store`'s: an `InfrastructureError` naming the
+database (`engine.reachable`'s message); a store behind this verifier is the
+`ConfigError` of `engine.at_head`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Engine
+
+from verifier.errors import InfrastructureError
+from verifier.findings import DECIDING_RANK, OTHER_RANK, Finding
+from verifier.store.engine import HEAD_REVISION, at_head, make_engine, masked, reachable
+
+# Values per IN list (SQLite allows 32,766 bound values, PostgreSQL 65,535).
+PER_QUERY = 1000
+
+# A session as the gate reads it, in this order: ``status`` is the agent's, ``run_id``
+# the run the verdict shows (the verdict run, else the latest), ``has_findings`` whether
+# it has any, ``audit`` the audit check's result in that run when it says
+# ``trail = "none"``, else None (what `findings.trail_note` reads).
+GATE_LINE = (
+    "session_id",
+    "delivery_status",
+    "override_status",
+    "repo_name",
+    "head_commit",
+    "branch",
+    "status",
+    "done",
+    "ended_at",
+    "run_id",
+    "has_findings",
+    "audit",
+)
+
+_RANKED = " ".join(f"WHEN '{status}' THEN {rank}" for status, rank in DECIDING_RANK.items())
+
+
+class _Dialect:
+    """The statements of one dialect: its placeholder, and a JSON value at a path of a
+    run's ``result`` as JSON text (SQL NULL where there is none)."""
+
+    def __init__(self, mark: str, json_at: str, text_at: str) -> None:
+        self.mark = mark
+        self._json_at = json_at
+        self._text_at = text_at
+
+    def json_at(self, column: str, *path: str) -> str:
+        return self._json_at.format(column=column, path=self._path(path))
+
+    def text_at(self, column: str, *path: str) -> str:
+        return self._text_at.format(column=column, path=self._path(path))
+
+    def marks(self, n: int) -> str:
+        return ", ".join([self.mark] * n)
+
+    def _path(self, path: Sequence[str]) -> str:
+        if self.mark == "?":
+            return "$." + ".".join(f'"{p}"' for p in path)
+        return "{" + ",".join(path) + "}"
+
+
+# As SQLAlchemy's JSON type writes a path on each: SQLite's JSON_QUOTE(JSON_EXTRACT()) is
+# the value's JSON text (a string quoted), PostgreSQL's ``#>`` the value as json.
+_DIALECTS = {
+    "sqlite": _Dialect(
+        "?",
+        "JSON_QUOTE(JSON_EXTRACT({column}, '{path}'))",
+        "CAST(JSON_EXTRACT({column}, '{path}') AS VARCHAR)",
+    ),
+    "postgresql": _Dialect("%s", "CAST(({column} #> '{path}') AS TEXT)", "({column} #>> '{path}')"),
+}
+
+
+class GateReads:
+    """What the gate reads of the store at `url`, opened read-only; `close` when done."""
+
+    def __init__(self, engine: Engine) -> None:
+        if engine.dialect.name not in _DIALECTS:
+            raise InfrastructureError(
+                f"database {masked(engine)}: the gate reads SQLite or PostgreSQL only"
+            )
+        self._engine = engine
+        self._dialect = _DIALECTS[engine.dialect.name]
+        self._dbapi = engine.dialect.loaded_dbapi
+        # The pool hands over the driver's own errors: said here as the `Store` says them.
+        with reachable(engine), self._driver_errors():
+            self._connection = engine.raw_connection()
+        self._sessions = self._sessions_query()
+
+    @classmethod
+    def open(cls, url: str) -> GateReads:
+        """Open the store as ``Store.open(url, read_only=True)`` does, with its errors; its
+        revision is read with one SELECT (`engine.at_head` only when that is not the head,
+        to say why)."""
+        engine = make_engine(url, read_only=True)
+        try:
+            reads = cls(engine)
+        except BaseException:
+            engine.dispose()
+            raise
+        try:
+            if not reads._at_head():
+                at_head(engine, read_only=True)  # raises what is wrong, in its words
+        except BaseException:
+            reads.close()
+            raise
+        return reads
+
+    def close(self) -> None:
+        """Give the connection back and close every connection of the engine."""
+        try:
+            self._connection.close()
+        finally:
+            self._engine.dispose()
+
+    def __enter__(self) -> GateReads:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def dialect(self) -> str:
+        return self._engine.dialect.name
+
+    def gate_lines(
+        self,
+        *,
+        session_ids: Sequence[str] = (),
+        head_commits: Sequence[str] = (),
+        branches: Sequence[str] = (),
+        per_query: int = PER_QUERY,
+    ) -> dict[str, tuple[Any, ...]]:
+        """Every session with one of `session_ids`, one of `head_commits` as its head, or on
+        one of `branches`, once each, by id: tuples of `GATE_LINE`, ``ended_at`` aware and
+        in UTC, ``done`` a bool; ids and commits `per_query` to a query."""
+        found: dict[str, tuple[Any, ...]] = {}
+        for column, values in (("session_id", session_ids), ("head_commit", head_commits)):
+            for start in range(0, len(values), per_query):
+                chunk = list(values[start : start + per_query])
+                where = f"s.{column} IN ({self._dialect.marks(len(chunk))})"
+                self._lines(found, where, chunk)
+        for branch in branches:
+            self._lines(found, f"s.branch = {self._dialect.mark}", [branch])
+        return found
+
+    def findings_of(self, run_ids: Collection[int]) -> dict[int, tuple[Finding, ...]]:
+        """The findings of each of `run_ids` as `Store.findings_of` gives them (the deciding
+        one first); a run without findings is left out."""
+        found: dict[int, list[Finding]] = {}
+        ids = sorted(set(run_ids))
+        for start in range(0, len(ids), PER_QUERY):
+            chunk = ids[start : start + PER_QUERY]
+            statement = (
+                "SELECT f.run_id, f.code, f.message, f.path, f.expected, f.found "
+                "FROM findings f LEFT OUTER JOIN check_results c "
+                "ON c.run_id = f.run_id AND c.check_name = f.check_name "
+                f"WHERE f.run_id IN ({self._dialect.marks(len(chunk))}) "
+                f"ORDER BY f.run_id, CASE c.status {_RANKED} ELSE {OTHER_RANK} END, "
+                "coalesce(c.ordinal, 0), f.ordinal"
+            )
+            for run_id, code, message, path, expected, got in self._rows(statement, chunk):
+                found.setdefault(run_id, []).append(Finding(code, message, path, expected, got))
+        return {run_id: tuple(items) for run_id, items in found.items()}
+
+    def result_values(self, run_ids: Collection[int], path: tuple[str, ...]) -> dict[int, Any]:
+        """The value at `path` in each run's result document, picked out in SQL (no
+        document is read whole) as SQLAlchemy's JSON type reads it; a run without one
+        (or with JSON null there) is left out."""
+        found: dict[int, Any] = {}
+        ids = sorted(set(run_ids))
+        value = self._dialect.json_at("result", *path)
+        for start in range(0, len(ids), PER_QUERY):
+            chunk = ids[start : start + PER_QUERY]
+            statement = (
+                f"SELECT id, {value} FROM verification_runs "
+                f"WHERE id IN ({self._dialect.marks(len(chunk))})"
+            )
+            for run_id, text in self._rows(statement, chunk):
+                loaded = None if text is None else json.loads(text)
+                if loaded is not None:
+                    found[run_id] = loaded
+        return found
+
+    def last_overrides(self, session_ids: Collection[str]) -> dict[str, tuple[str, str]]:
+        """The author and reason of each session's last override (the one that stands, as
+        `overrides.overrides` orders them), by session id; a session without one is left
+        out."""
+        found: dict[str, tuple[str, str]] = {}
+        ids = sorted(set(session_ids))
+        for start in range(0, len(ids), PER_QUERY):
+            chunk = ids[start : start + PER_QUERY]
+            statement = (
+                "SELECT session_id, author, reason FROM verdict_overrides "
+                f"WHERE session_id IN ({self._dialect.marks(len(chunk))}) ORDER BY id"
+            )
+            for session_id, author, reason in self._rows(statement, chunk):
+                found[session_id] = (author, reason)
+        return found
+
+    def holds_any(self, head_commits: Sequence[str], per_query: int = PER_QUERY) -> bool:
+        """Whether any stored session has one of `head_commits` as its head."""
+        for start in range(0, len(head_commits), per_query):
+            chunk = list(head_commits[start : start + per_query])
+            statement = (
+                "SELECT 1 FROM sessions "
+                f"WHERE head_commit IN ({self._dialect.marks(len(chunk))}) LIMIT 1"
+            )
+            if self._rows(statement, chunk):
+                return True
+        return False
+
+    # -- underneath ---------------------------------------------------------------------
+
+    def _sessions_query(self) -> str:
+        shown = "coalesce(s.verdict_run_id, s.latest_run_id)"
+        trail = self._dialect.text_at("r.result", "checks", "audit", "details", "trail")
+        audit = self._dialect.json_at("r.result", "checks", "audit")
+        return (
+            "SELECT s.session_id, s.delivery_status, s.override_status, s.repo_name, "
+            f"s.head_commit, s.branch, s.status, s.done, s.ended_at, {shown}, "
+            f"EXISTS (SELECT 1 FROM findings f WHERE f.run_id = {shown}), "
+            f"CASE WHEN {trail} = 'none' THEN {audit} END "
+            f"FROM sessions s LEFT OUTER JOIN verification_runs r ON r.id = {shown} WHERE "
+        )
+
+    def _lines(self, found: dict[str, tuple[Any, ...]], where: str, params: list[Any]) -> None:
+        for row in self._rows(self._sessions + where, params):
+            if row[0] not in found:
+                done, ended, audit = row[7], row[8], row[11]
+                found[row[0]] = (
+                    *row[:7],
+                    None if done is None else bool(done),
+                    None if ended is None else _moment(ended),
+                    row[9],
+                    bool(row[10]),
+                    None if audit is None else json.loads(audit),
+                )
+
+    def _rows(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        with self._driver_errors():
+            cursor = self._connection.cursor()
+            try:
+                cursor.execute(statement, params)
+                return list(cursor.fetchall())
+            finally:
+                cursor.close()
+
+    def _at_head(self) -> bool:
+        """Whether the store's revision is `HEAD_REVISION`, read in one SELECT; False when
+        it cannot be read (no version table, not a database: `at_head` says which)."""
+        try:
+            rows = self._rows("SELECT version_num FROM alembic_version", ())
+        except (InfrastructureError, self._dbapi.Error):
+            self._connection.rollback()
+            return False
+        return sorted(row[0] for row in rows) == [HEAD_REVISION]
+
+    @contextmanager
+    def _driver_errors(self) -> Iterator[None]:
+        """The driver's failure to talk to the database as `engine.reachable` says it;
+        anything else (a bad statement, a constraint) as it came."""
+        dbapi = self._dbapi
+        try:
+            yield
+        except (dbapi.OperationalError, dbapi.InterfaceError, dbapi.DatabaseError) as exc:
+            if type(exc) is not dbapi.DatabaseError and not isinstance(
+                exc, (dbapi.OperationalError, dbapi.InterfaceError)
+            ):
+                raise
+            reason = str(exc).strip() or type(exc).__name__
+            raise InfrastructureError(
+                f"database {masked(self._engine)} cannot be used: {reason}"
+            ) from exc
+
+
+def _moment(value: str | datetime) -> datetime:
+    """A stored time, aware and in UTC (as `UTCDateTime` reads it): SQLite keeps the UTC
+    time as text without an offset, which is parsed with it (a fifth of the CPU of
+    `datetime.replace`)."""
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value + "+00:00")
+        except ValueError:  # it had an offset, or is no time: as `UTCDateTime` would
+            value = datetime.fromisoformat(value)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
