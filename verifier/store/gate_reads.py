@@ -35,9 +35,10 @@ from verifier.store.engine import HEAD_REVISION, at_head, make_engine, masked, r
 PER_QUERY = 1000
 
 # A session as the gate reads it, in this order: ``status`` is the agent's, ``run_id``
-# the run the verdict shows (the verdict run, else the latest), ``has_findings`` whether
-# it has any, ``audit`` the audit check's result in that run when it says
-# ``trail = "none"``, else None (what `findings.trail_note` reads).
+# the run the verdict shows (the verdict run, else the latest), ``audit`` the audit
+# check's result in that run when it says ``trail = "none"``, else None (what
+# `findings.trail_note` reads), ``findings`` that run's, as `Store.findings_of` gives them
+# (the deciding one first).
 GATE_LINE = (
     "session_id",
     "delivery_status",
@@ -49,8 +50,8 @@ GATE_LINE = (
     "done",
     "ended_at",
     "run_id",
-    "has_findings",
     "audit",
+    "findings",
 )
 
 _RANKED = " ".join(f"WHEN '{status}' THEN {rank}" for status, rank in DECIDING_RANK.items())
@@ -70,6 +71,12 @@ class _Dialect:
 
     def text_at(self, column: str, *path: str) -> str:
         return self._text_at.format(column=column, path=self._path(path))
+
+    def holds(self, column: str, text: str) -> str:
+        """Whether the JSON text of `column` holds `text` (SQL: a literal, no quote in it)."""
+        if self.mark == "?":
+            return f"instr({column}, '{text}') > 0"
+        return f"strpos(CAST({column} AS TEXT), '{text}') > 0"
 
     def marks(self, n: int) -> str:
         return ", ".join([self.mark] * n)
@@ -154,7 +161,8 @@ class GateReads:
     ) -> dict[str, tuple[Any, ...]]:
         """Every session with one of `session_ids`, one of `head_commits` as its head, or on
         one of `branches`, once each, by id: tuples of `GATE_LINE`, ``ended_at`` aware and
-        in UTC, ``done`` a bool; ids and commits `per_query` to a query."""
+        in UTC, ``done`` a bool, ``findings`` a tuple; ids and commits `per_query` to a
+        query."""
         found: dict[str, tuple[Any, ...]] = {}
         for column, values in (("session_id", session_ids), ("head_commit", head_commits)):
             for start in range(0, len(values), per_query):
@@ -164,25 +172,6 @@ class GateReads:
         for branch in branches:
             self._lines(found, f"s.branch = {self._dialect.mark}", [branch])
         return found
-
-    def findings_of(self, run_ids: Collection[int]) -> dict[int, tuple[Finding, ...]]:
-        """The findings of each of `run_ids` as `Store.findings_of` gives them (the deciding
-        one first); a run without findings is left out."""
-        found: dict[int, list[Finding]] = {}
-        ids = sorted(set(run_ids))
-        for start in range(0, len(ids), PER_QUERY):
-            chunk = ids[start : start + PER_QUERY]
-            statement = (
-                "SELECT f.run_id, f.code, f.message, f.path, f.expected, f.found "
-                "FROM findings f LEFT OUTER JOIN check_results c "
-                "ON c.run_id = f.run_id AND c.check_name = f.check_name "
-                f"WHERE f.run_id IN ({self._dialect.marks(len(chunk))}) "
-                f"ORDER BY f.run_id, CASE c.status {_RANKED} ELSE {OTHER_RANK} END, "
-                "coalesce(c.ordinal, 0), f.ordinal"
-            )
-            for run_id, code, message, path, expected, got in self._rows(statement, chunk):
-                found.setdefault(run_id, []).append(Finding(code, message, path, expected, got))
-        return {run_id: tuple(items) for run_id, items in found.items()}
 
     def result_values(self, run_ids: Collection[int], path: tuple[str, ...]) -> dict[int, Any]:
         """The value at `path` in each run's result document, picked out in SQL (no
@@ -234,29 +223,52 @@ class GateReads:
     # -- underneath ---------------------------------------------------------------------
 
     def _sessions_query(self) -> str:
+        """A row per session and finding of its shown run (one row with no finding for a
+        run without any): one join, where an EXISTS and a query of the findings cost twice
+        as much. The audit result is read only from documents that hold ``"trail"``: the
+        audit check is the one writer of that key, and a JSON writer spells a key of ASCII
+        letters as it is, so every other document is spared the parse of its JSON."""
         shown = "coalesce(s.verdict_run_id, s.latest_run_id)"
         trail = self._dialect.text_at("r.result", "checks", "audit", "details", "trail")
         audit = self._dialect.json_at("r.result", "checks", "audit")
+        holds = self._dialect.holds("r.result", '"trail"')
         return (
             "SELECT s.session_id, s.delivery_status, s.override_status, s.repo_name, "
             f"s.head_commit, s.branch, s.status, s.done, s.ended_at, {shown}, "
-            f"EXISTS (SELECT 1 FROM findings f WHERE f.run_id = {shown}), "
-            f"CASE WHEN {trail} = 'none' THEN {audit} END "
-            f"FROM sessions s LEFT OUTER JOIN verification_runs r ON r.id = {shown} WHERE "
+            f"CASE WHEN {holds} AND {trail} = 'none' THEN {audit} END, "
+            "f.code, f.message, f.path, f.expected, f.found, "
+            f"CASE c.status {_RANKED} ELSE {OTHER_RANK} END, coalesce(c.ordinal, 0), f.ordinal "
+            f"FROM sessions s LEFT OUTER JOIN verification_runs r ON r.id = {shown} "
+            "LEFT OUTER JOIN findings f ON f.run_id = r.id "
+            "LEFT OUTER JOIN check_results c "
+            "ON c.run_id = f.run_id AND c.check_name = f.check_name WHERE "
         )
 
     def _lines(self, found: dict[str, tuple[Any, ...]], where: str, params: list[Any]) -> None:
+        """The sessions `where` keeps that `found` does not hold yet, added to it."""
+        lines: dict[str, tuple[Any, ...]] = {}
+        ranked: dict[str, list[tuple[Any, ...]]] = {}
         for row in self._rows(self._sessions + where, params):
-            if row[0] not in found:
-                done, ended, audit = row[7], row[8], row[11]
-                found[row[0]] = (
+            sid = row[0]
+            if sid in found:
+                continue
+            if row[11] is not None:  # a finding: ranked as `findings.deciding_order` ranks
+                ranked.setdefault(sid, []).append(row[16:19] + row[11:16])
+            if sid not in lines:
+                done, ended, audit = row[7], row[8], row[10]
+                lines[sid] = (
                     *row[:7],
                     None if done is None else bool(done),
                     None if ended is None else _moment(ended),
                     row[9],
-                    bool(row[10]),
                     None if audit is None else json.loads(audit),
+                    (),
                 )
+        for sid, items in ranked.items():
+            if len(items) > 1:
+                items.sort(key=lambda item: item[:3])
+            lines[sid] = (*lines[sid][:11], tuple(Finding(*item[3:]) for item in items))
+        found.update(lines)
 
     def _rows(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         with self._driver_errors():
