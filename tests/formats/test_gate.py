@@ -324,8 +324,8 @@ def _junit_by_elementtree(decision: Decision) -> str:
     """The junit format as it was written with ElementTree (a tree, `ET.indent`,
     `ET.tostring`): what `render_junit`, written as text, must equal byte for byte."""
     from verifier.formats.gate import (
-        _session_detail,
         _session_headline,
+        _session_lines,
         _xml_text,
         describe_selection,
         next_steps,
@@ -344,7 +344,7 @@ def _junit_by_elementtree(decision: Decision) -> str:
             name=_xml_text(s.session_id),
         )
         tests += 1
-        detail = _xml_text(_session_detail(d))
+        detail = _xml_text("\n".join(_session_lines(d)))
         message = _xml_text(_session_headline(d))
         if d.verdict is Verdict.FAIL:
             failures += 1

@@ -20,16 +20,27 @@ database (`engine.reachable`'s message); a store behind this verifier is the
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Engine
+from sqlalchemy.engine import URL
 
 from verifier.errors import InfrastructureError
 from verifier.findings import DECIDING_RANK, OTHER_RANK, Finding
-from verifier.store.engine import HEAD_REVISION, at_head, make_engine, masked, reachable
+from verifier.store.engine import (
+    HEAD_REVISION,
+    at_head,
+    connect_read_only_sqlite,
+    make_engine,
+    masked,
+    parse_url,
+    reachable,
+    read_only_sqlite_file,
+)
 
 # Values per IN list (SQLite allows 32,766 bound values, PostgreSQL 65,535).
 PER_QUERY = 1000
@@ -100,19 +111,36 @@ _DIALECTS = {
 
 
 class GateReads:
-    """What the gate reads of the store at `url`, opened read-only; `close` when done."""
+    """What the gate reads of the store at `url`, opened read-only; `close` when done.
 
-    def __init__(self, engine: Engine) -> None:
-        if engine.dialect.name not in _DIALECTS:
-            raise InfrastructureError(
-                f"database {masked(engine)}: the gate reads SQLite or PostgreSQL only"
-            )
+    A SQLite file is read on a connection of its own, made as a read-only store's engine
+    makes them (`engine.connect_read_only_sqlite`): no engine, no pool (their making and
+    disposal cost more than the connection). Any other database through its engine's
+    pool, with the engine's connect arguments (PostgreSQL's read-only sessions).
+    """
+
+    def __init__(self, url: str, engine: Engine | None = None) -> None:
+        self._url = url
         self._engine = engine
-        self._dialect = _DIALECTS[engine.dialect.name]
-        self._dbapi = engine.dialect.loaded_dbapi
-        # The pool hands over the driver's own errors: said here as the `Store` says them.
-        with reachable(engine), self._driver_errors():
-            self._connection = engine.raw_connection()
+        if engine is None:
+            path = read_only_sqlite_file(parse_url(url))
+            # Named as the read-only engine names it, so that messages are the `Store`'s.
+            self._where = URL.create("sqlite", database=str(path)).render_as_string()
+            self._dialect = _DIALECTS["sqlite"]
+            self._dbapi: Any = sqlite3
+            with self._driver_errors():
+                self._connection: Any = connect_read_only_sqlite(path)
+        else:
+            if engine.dialect.name not in _DIALECTS:
+                raise InfrastructureError(
+                    f"database {masked(engine)}: the gate reads SQLite or PostgreSQL only"
+                )
+            self._where = masked(engine)
+            self._dialect = _DIALECTS[engine.dialect.name]
+            self._dbapi = engine.dialect.loaded_dbapi
+            # The pool hands over the driver's own errors: said as the `Store` says them.
+            with reachable(engine), self._driver_errors():
+                self._connection = engine.raw_connection()
         self._sessions = self._sessions_query()
 
     @classmethod
@@ -120,26 +148,30 @@ class GateReads:
         """Open the store as ``Store.open(url, read_only=True)`` does, with its errors; its
         revision is read with one SELECT (`engine.at_head` only when that is not the head,
         to say why)."""
-        engine = make_engine(url, read_only=True)
-        try:
-            reads = cls(engine)
-        except BaseException:
-            engine.dispose()
-            raise
+        if parse_url(url).get_backend_name() == "sqlite":
+            reads = cls(url)
+        else:
+            engine = make_engine(url, read_only=True)
+            try:
+                reads = cls(url, engine)
+            except BaseException:
+                engine.dispose()
+                raise
         try:
             if not reads._at_head():
-                at_head(engine, read_only=True)  # raises what is wrong, in its words
+                reads._why_not_at_head()
         except BaseException:
             reads.close()
             raise
         return reads
 
     def close(self) -> None:
-        """Give the connection back and close every connection of the engine."""
+        """Close the connection (give it back to the engine's pool, and close those)."""
         try:
             self._connection.close()
         finally:
-            self._engine.dispose()
+            if self._engine is not None:
+                self._engine.dispose()
 
     def __enter__(self) -> GateReads:
         return self
@@ -149,7 +181,7 @@ class GateReads:
 
     @property
     def dialect(self) -> str:
-        return self._engine.dialect.name
+        return "sqlite" if self._engine is None else self._engine.dialect.name
 
     def gate_lines(
         self,
@@ -289,6 +321,16 @@ class GateReads:
             return False
         return sorted(row[0] for row in rows) == [HEAD_REVISION]
 
+    def _why_not_at_head(self) -> None:
+        """`engine.at_head`'s error for this store (behind this verifier, never migrated,
+        not a database); nothing when it is at the head after all."""
+        engine = self._engine or make_engine(self._url, read_only=True)
+        try:
+            at_head(engine, read_only=True)
+        finally:
+            if engine is not self._engine:
+                engine.dispose()
+
     @contextmanager
     def _driver_errors(self) -> Iterator[None]:
         """The driver's failure to talk to the database as `engine.reachable` says it;
@@ -302,9 +344,7 @@ class GateReads:
             ):
                 raise
             reason = str(exc).strip() or type(exc).__name__
-            raise InfrastructureError(
-                f"database {masked(self._engine)} cannot be used: {reason}"
-            ) from exc
+            raise InfrastructureError(f"database {self._where} cannot be used: {reason}") from exc
 
 
 def _moment(value: str | datetime) -> datetime:
