@@ -110,6 +110,22 @@ def test_an_offline_trail_check_loads_neither_configuration_nor_store(stored: Pa
     assert loaded(modules, (*CONFIGURATION, *STORE, *VERIFICATION)) == []
 
 
+def test_db_upgrade_loads_no_verification(stored: Path) -> None:
+    code, modules = imported(stored, "db", "upgrade")
+    assert code == 0
+    assert "alembic" in modules
+    assert loaded(modules, (*VERIFICATION, "verifier.app.pipeline")) == []
+
+
+def test_an_offline_evidence_check_loads_neither_configuration_nor_store(stored: Path) -> None:
+    bundle = stored / "bundle.tar.gz"
+    assert imported(stored, "keys", "create")[0] == 0
+    assert imported(stored, "evidence", "export", "--session", "s-1", "--out", str(bundle))[0] == 0
+    code, modules = imported(stored, "evidence", "verify", str(bundle))
+    assert code == 0
+    assert loaded(modules, (*CONFIGURATION, *STORE, *VERIFICATION)) == []
+
+
 def test_config_show_loads_no_store_and_no_verification(stored: Path) -> None:
     code, modules = imported(stored, "config", "show")
     assert code == 0
