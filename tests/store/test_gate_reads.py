@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.report_factory import BASE_COMMIT, finished, make_report_bytes
+from verifier.app.gate import GateSession
 from verifier.contract.report import parse_report
 from verifier.errors import ConfigError, InfrastructureError
 from verifier.findings import CheckResult, CheckStatus, Finding, deciding_order
@@ -120,8 +121,12 @@ def test_the_gate_reads_agree_with_what_the_store_loads_whole(db_url: str) -> No
             assert last.get(session_id) == (
                 (standing[-1].author, standing[-1].reason) if standing else None
             )
-        assert lines["s0"][10]["notes"] == ["no trail: the report's word", "second note"]
-        assert len(lines["s0"][11]) == 5 and lines["s1"][10] is None  # read once; a trail
+        assert lines["s0"][11]["notes"] == ["no trail: the report's word", "second note"]
+        assert len(lines["s0"][10]) == 5 and lines["s1"][11] is None  # read once; a trail
+        # The gate makes its sessions of the lines as they are: its fields, in its order.
+        as_named = {"delivery_status": "computed_status", "status": "agent_status"}
+        as_named["override_status"] = "override"  # its status; the gate adds who and why
+        assert tuple(as_named.get(n, n) for n in GATE_LINE[:11]) == GateSession._fields[:11]
         assert classified[lines["s0"][9]] == CLASSIFIED
         assert last["s3"] == ("token:dee", "after all")
         assert lines["s2"][9] != store.listed("s2").latest_run.id  # the conclusive run

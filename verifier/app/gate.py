@@ -504,9 +504,14 @@ class StoreSource:
         )[:CLASSIFIED_SESSIONS]
         classified = reads.result_values([row[9] for row in unclear], CLASSIFICATION)
         found: dict[str, GateSession] = {}
+        make, nothing = GateSession._make, (None, None)
         for sid, row in rows.items():
-            run, override, audit = row[9], row[2], row[10]
-            found[sid] = GateSession(  # positionally: a tenth of the CPU of by name
+            run, override, audit = row[9], row[2], row[11]
+            if override is None and audit is None and run not in classified:
+                # Nearly every session: its line is the session's first eleven fields.
+                found[sid] = make(row[:11] + nothing)
+                continue
+            found[sid] = GateSession(
                 sid,
                 row[1],
                 None
@@ -519,7 +524,7 @@ class StoreSource:
                 row[7],  # done
                 row[8],  # ended_at
                 run,
-                row[11],  # findings
+                row[10],  # findings
                 None if run is None else _mapping(classified.get(run)),
                 None if audit is None else trail_note({"audit": audit}),
             )

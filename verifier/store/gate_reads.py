@@ -46,10 +46,11 @@ from verifier.store.engine import (
 PER_QUERY = 1000
 
 # A session as the gate reads it, in this order: ``status`` is the agent's, ``run_id``
-# the run the verdict shows (the verdict run, else the latest), ``audit`` the audit
-# check's result in that run when it says ``trail = "none"``, else None (what
-# `findings.trail_note` reads), ``findings`` that run's, as `Store.findings_of` gives them
-# (the deciding one first).
+# the run the verdict shows (the verdict run, else the latest), ``findings`` that run's,
+# as `Store.findings_of` gives them (the deciding one first), ``audit`` the audit check's
+# result in that run when it says ``trail = "none"``, else None (what
+# `findings.trail_note` reads). The first eleven are `verifier.app.gate.GateSession`'s
+# fields, in its order (the override's status where it holds the override).
 GATE_LINE = (
     "session_id",
     "delivery_status",
@@ -61,8 +62,8 @@ GATE_LINE = (
     "done",
     "ended_at",
     "run_id",
-    "audit",
     "findings",
+    "audit",
 )
 
 _RANKED = " ".join(f"WHEN '{status}' THEN {rank}" for status, rank in DECIDING_RANK.items())
@@ -289,17 +290,24 @@ class GateReads:
             if sid not in lines:
                 done, ended, audit = row[7], row[8], row[10]
                 lines[sid] = (
-                    *row[:7],
+                    sid,
+                    row[1],
+                    row[2],
+                    row[3],
+                    row[4],
+                    row[5],
+                    row[6],
                     None if done is None else bool(done),
                     None if ended is None else _moment(ended),
                     row[9],
-                    None if audit is None else json.loads(audit),
                     (),
+                    None if audit is None else json.loads(audit),
                 )
         for sid, items in ranked.items():
             if len(items) > 1:
                 items.sort(key=lambda item: item[:3])
-            lines[sid] = (*lines[sid][:11], tuple(Finding(*item[3:]) for item in items))
+            line = lines[sid]
+            lines[sid] = (*line[:10], tuple(Finding(*item[3:]) for item in items), line[11])
         found.update(lines)
 
     def _rows(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
