@@ -30,6 +30,7 @@ Nothing here formats output: `verifier.formats.gate` renders a `Decision`.
 from __future__ import annotations
 
 import enum
+import operator
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -549,10 +550,15 @@ def _complete(found: dict[str, GateSession], selection: GateSelection) -> list[G
     """The sessions found, oldest ended first, and each named session not found as missing."""
     for session_id in selection.session_ids:
         found.setdefault(session_id, GateSession.missing(session_id))
-    return sorted(
-        found.values(),
-        key=lambda s: (s.ended_at is None, s.ended_at or datetime.min, s.session_id),
-    )
+    # Those with an end by it, then those without (the missing) by id: keys read in C.
+    ended = [s for s in found.values() if s.ended_at is not None]
+    ended.sort(key=_BY_END)
+    unended = sorted((s for s in found.values() if s.ended_at is None), key=_BY_ID)
+    return ended + unended
+
+
+_BY_END = operator.attrgetter("ended_at", "session_id")
+_BY_ID = operator.attrgetter("session_id")
 
 
 class ServerSource:

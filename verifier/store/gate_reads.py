@@ -280,6 +280,7 @@ class GateReads:
     def _lines(self, found: dict[str, tuple[Any, ...]], where: str, params: list[Any]) -> None:
         """The sessions `where` keeps that `found` does not hold yet, added to it."""
         lines: dict[str, tuple[Any, ...]] = {}
+        fromisoformat = datetime.fromisoformat
         ranked: dict[str, list[tuple[Any, ...]]] = {}
         for row in self._rows(self._sessions + where, params):
             sid = row[0]
@@ -289,6 +290,13 @@ class GateReads:
                 ranked.setdefault(sid, []).append(row[16:19] + row[11:16])
             if sid not in lines:
                 done, ended, audit = row[7], row[8], row[10]
+                if ended.__class__ is str:  # SQLite's UTC text, as `_moment` reads it
+                    try:
+                        ended = fromisoformat(ended + "+00:00")
+                    except ValueError:
+                        ended = _moment(ended)
+                elif ended is not None:
+                    ended = _moment(ended)
                 lines[sid] = (
                     sid,
                     row[1],
@@ -298,7 +306,7 @@ class GateReads:
                     row[5],
                     row[6],
                     None if done is None else bool(done),
-                    None if ended is None else _moment(ended),
+                    ended,
                     row[9],
                     (),
                     None if audit is None else json.loads(audit),
