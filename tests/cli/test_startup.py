@@ -65,10 +65,12 @@ def loaded(modules: set[str], packages: tuple[str, ...]) -> list[str]:
     return sorted(m for m in modules if any(m == p or m.startswith(p + ".") for p in packages))
 
 
-@pytest.fixture
-def stored(tmp_path: Path) -> Path:
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A configuration whose store holds one session (ingested, not verified), and the
-    session's report and audit trail beside it."""
+    session's report and audit trail beside it: built once, each command only reads it
+    (but ``keys create``, and the bundle the evidence check exports)."""
+    tmp_path = tmp_path_factory.mktemp("startup")
     repo = calc_repo(tmp_path / "calc")
     config = config_toml(tmp_path, repo)
     store = tmp_path / "store.sqlite3"
