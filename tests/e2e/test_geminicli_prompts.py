@@ -46,7 +46,9 @@ class Acp:
             "HOME": str(home),
             "GEMINI_API_KEY": "scripted",
             "GEMINI_CLI_TRUST_WORKSPACE": "true",
+            "GEMINI_CLI_NO_RELAUNCH": "true",  # one node process, as `geminicli.run`
             "NO_COLOR": "1",
+            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",  # the session's pytest needs no plugin
         }
         self.proc = subprocess.Popen(
             [str(gemini), "--acp", "--yolo", "--fake-responses-non-strict", str(script)],

@@ -7,7 +7,9 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import threading
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -37,12 +39,45 @@ def postgres_database(url: str, *, template: str | None = None) -> Iterator[str]
     copy = f' TEMPLATE "{template}"' if template else ""
     with admin.connect() as connection:
         connection.exec_driver_sql(f'CREATE DATABASE "{name}"{copy}')
+    admin.dispose()
     try:
         yield make_url(url).set(database=name).render_as_string(hide_password=False)
     finally:
+        _drops.drop(url, name)
+
+
+def _drop(url: str, name: str) -> None:
+    admin = create_engine(url, isolation_level="AUTOCOMMIT", poolclass=NullPool)
+    try:
         with admin.connect() as connection:
             connection.exec_driver_sql(f'DROP DATABASE "{name}" WITH (FORCE)')
+    finally:
         admin.dispose()
+
+
+class _Drops:
+    """A test's database is dropped behind its back: ``DROP DATABASE`` waits for the
+    checkpoint it forces, about a second on this server, which the test (and the worker's
+    next one) used to wait out. Two drops at once share a checkpoint. `wait` (at the end
+    of the worker's session, before its templates go) waits for every drop and raises
+    the first that failed."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: list[Future[None]] = []
+
+    def drop(self, url: str, name: str) -> None:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="drop-db")
+            self._pending.append(self._pool.submit(_drop, url, name))
+
+    def wait(self) -> None:
+        with self._lock:
+            pending, self._pending = self._pending, []
+        for future in pending:
+            future.result()
 
 
 _templates: dict[str, str] = {}
@@ -64,8 +99,13 @@ def migrated_postgres_database(url: str) -> Iterator[str]:
         yield copy
 
 
+_drops = _Drops()
+
+
 def drop_templates() -> None:
-    """Drop this worker's templates (at the end of the session)."""
+    """Drop this worker's templates (at the end of the session), once every database
+    copied from them is dropped."""
+    _drops.wait()
     for url, name in _templates.items():
         admin = create_engine(url, isolation_level="AUTOCOMMIT", poolclass=NullPool)
         with admin.connect() as connection:

@@ -92,6 +92,9 @@ def run_scripted(
         "GIT_AUTHOR_EMAIL": "gemini-cli@example.invalid",
         "GIT_COMMITTER_NAME": "gemini-cli",
         "GIT_COMMITTER_EMAIL": "gemini-cli@example.invalid",
+        # As the reference agent's commands (`verifier.agent.tools`): where the caller says
+        # the tests need no installed plugin, the session's `pytest` loads none.
+        **{k: os.environ[k] for k in ("PYTEST_DISABLE_PLUGIN_AUTOLOAD",) if k in os.environ},
         **(env or {}),
     }
     return subprocess.run(

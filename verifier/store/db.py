@@ -40,6 +40,8 @@ from sqlalchemy import (
     select,
     type_coerce,
 )
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -855,7 +857,7 @@ _INSERT_CHANGES = insert(_CLAIMED_CHANGES)
 
 def _insert_or_nothing(dialect: str) -> Any:
     """A session's insert that writes nothing when its session id is stored (rowcount 0)."""
-    statement = counting.dialect_insert(dialect, _SESSIONS)
+    statement = (pg_insert if dialect == "postgresql" else sqlite_insert)(_SESSIONS)
     # preserve_rowcount: SQLAlchemy keeps the driver's rowcount of an INSERT only when asked.
     return statement.on_conflict_do_nothing(
         index_elements=[_SESSIONS.c.session_id]
