@@ -255,7 +255,15 @@ class RepositoryConfig:
         return self
 
 
+# Every minute: the packaged default, valid (croniter's own test of it is in tests/test_config.py).
+DEFAULT_MAINTENANCE_CRON = "* * * * *"
+
+
 def _cron(value: Any) -> Any:
+    if value == DEFAULT_MAINTENANCE_CRON:
+        # The packaged file gives it to every configuration: croniter (dateutil with it) is
+        # imported only for a schedule the operator wrote.
+        return value
     import croniter  # type: ignore[import-untyped]
 
     if not isinstance(value, str) or not croniter.croniter.is_valid(value):
@@ -276,7 +284,7 @@ class ServiceConfig:
     stalled_after_s: Seconds = 30.0
     # When the periodic work runs, once per deployment: stalled jobs retried, inconclusive
     # sessions re-verified, delivered ones re-checked. Cron, a 6th field for seconds.
-    maintenance_cron: Annotated[str, BeforeValidator(_cron)] = "* * * * *"
+    maintenance_cron: Annotated[str, BeforeValidator(_cron)] = DEFAULT_MAINTENANCE_CRON
     # A session inconclusive for an infrastructure cause is verified again after
     # retry_base_s, then twice as long after each inconclusive run, at most retry_cap_s
     # apart, until it has had retry_max_runs inconclusive runs.

@@ -6,7 +6,14 @@ import json
 import xml.etree.ElementTree as ET
 
 from tests.support.gate import sarif_schema_errors
-from verifier.app.gate import GateSelection, GateSession, StandingOverride, decide
+from verifier.app.gate import (
+    Decision,
+    GateSelection,
+    GateSession,
+    StandingOverride,
+    Verdict,
+    decide,
+)
 from verifier.findings import Finding
 from verifier.formats.gate import (
     GITHUB_PER_KIND,
@@ -307,9 +314,137 @@ def test_json_and_sarif_are_the_bytes_json_dumps_writes_whatever_the_text() -> N
         decision = decide([session(f"s-{text}", "not_delivered", (finding,))], SELECTION)
         want = inert_json(json.dumps(decision_dict(decision), ensure_ascii=True, indent=2))
         assert render_json(decision) == want + "\n"
-        if "\ud800" in text:
-            continue  # SARIF's locations are URIs: quote() takes no lone surrogate
         sarif = render_sarif(decision)
         # Read back and written again by json.dumps: the very same bytes.
         again = json.dumps(json.loads(sarif), ensure_ascii=True, indent=2)
         assert sarif == inert_json(again) + "\n"
+
+
+def _junit_by_elementtree(decision: Decision) -> str:
+    """The junit format as it was written with ElementTree (a tree, `ET.indent`,
+    `ET.tostring`): what `render_junit`, written as text, must equal byte for byte."""
+    from verifier.formats.gate import (
+        _session_headline,
+        _session_lines,
+        _xml_text,
+        describe_selection,
+        next_steps,
+        summary_line,
+    )
+
+    suites = ET.Element("testsuites", name="verifier gate")
+    suite = ET.SubElement(suites, "testsuite", name="verifier gate")
+    tests = failures = errors = skipped = 0
+    for d in decision.sessions:
+        s = d.session
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname=f"verifier.gate.{_xml_text(s.repo_name or 'unknown')}",
+            name=_xml_text(s.session_id),
+        )
+        tests += 1
+        detail = _xml_text("\n".join(_session_lines(d)))
+        message = _xml_text(_session_headline(d))
+        if d.verdict is Verdict.FAIL:
+            failures += 1
+            ET.SubElement(case, "failure", message=message, type=d.status).text = detail
+        elif d.verdict is Verdict.UNDECIDED and d.blocks:
+            errors += 1
+            ET.SubElement(case, "error", message=message, type=d.status).text = detail
+        elif d.verdict is Verdict.UNDECIDED:
+            skipped += 1
+            ET.SubElement(case, "skipped", message=message).text = detail
+        else:
+            ET.SubElement(case, "system-out").text = detail
+    if decision.unavailable is not None:
+        case = ET.SubElement(suite, "testcase", classname="verifier.gate", name="source")
+        tests += 1
+        errors += 1
+        ET.SubElement(
+            case, "error", message=_xml_text(decision.reason), type="unavailable"
+        ).text = _xml_text("\n".join(next_steps(decision)))
+    elif not decision.sessions and not decision.allow_empty:
+        case = ET.SubElement(suite, "testcase", classname="verifier.gate", name="selection")
+        tests += 1
+        failures += 1
+        text = f"no session selected by {describe_selection(decision)}"
+        ET.SubElement(case, "failure", message=_xml_text(text), type="no_session")
+    for element in (suites, suite):
+        element.set("tests", str(tests))
+        element.set("failures", str(failures))
+        element.set("errors", str(errors))
+    suite.set("skipped", str(skipped))
+    ET.SubElement(suite, "system-out").text = _xml_text(summary_line(decision))
+    ET.indent(suites)
+    body = ET.tostring(suites, encoding="unicode").replace("##[", "#&#35;[")
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + body + "\n"
+
+
+HOSTILE = (
+    "a \"quoted\" <tag> & 'it' ]]>",
+    "tab\tcr\rnl\n",
+    "\x00\x1b[31m\x7f\x85\u2028\u202e",
+    "lone \ud800 \udcff",
+    "##[group]x ::error::y",
+    "é データ 😀 \ufffe",
+    "",
+)
+
+
+def test_junit_written_as_text_is_the_bytes_elementtree_writes() -> None:
+    for n, text in enumerate(HOSTILE):
+        finding = Finding(f"change.{n}", text or "m", text or None, text, None)
+        sessions = [
+            session(f"s-{text}", "not_delivered", (finding, GAP)),
+            session("s-2", "inconclusive", (finding,)),
+            session("s-3", "pending"),
+            session("s-4", "delivered", (finding,)),
+            session("s-5", "delivered", override=StandingOverride("not_delivered", text, text)),
+            session("s-6", "not_delivered", override=StandingOverride("delivered", None, None)),
+            GateSession.missing(text or "gone"),
+            GateSession(text or "x", "delivered", repo_name=text or None, trail_note=text),
+        ]
+        for policy in ("fail", "pass"):
+            decision = decide(sessions, SELECTION, inconclusive=policy)
+            assert render_junit(decision) == _junit_by_elementtree(decision), text
+        for decision in (
+            decide([], SELECTION),
+            decide([], SELECTION, allow_empty=True),
+            decide([], GateSelection(branches=(text or "b",)), unavailable=f"down: {text}"),
+            decide([], SELECTION, unavailable=text, server=f"https://v.example/{text}"),
+        ):
+            assert render_junit(decision) == _junit_by_elementtree(decision), text
+
+
+def test_text_without_control_characters_is_shown_as_it_is() -> None:
+    """`shown` skips the regular expression for printable text: that holds only if every
+    character `escape_controls` escapes is one Python does not print."""
+    from verifier.controls import BIDI, CONTROL, escape_controls
+    from verifier.formats.gate import shown
+
+    escaped = [chr(c) for c in range(0x110000) if escape_controls(chr(c)) != chr(c)]
+    assert len(escaped) > 60  # C0, DEL, C1, the line separators, the bidi controls
+    assert not any(char.isprintable() for char in escaped)
+    for text in (*HOSTILE, CONTROL, BIDI, "plain text"):
+        assert shown(text) == escape_controls(text)
+
+
+def test_json_findings_are_what_finding_to_dict_gives() -> None:
+    from verifier.formats.gate import _finding_dict
+
+    for finding in (MISSING_FILE, GAP, Finding("a.b", "m"), Finding("a.b", "m", None, "", "x")):
+        assert _finding_dict(finding) == finding.to_dict()
+        assert list(_finding_dict(finding)) == list(finding.to_dict())
+
+
+def test_sarif_names_a_path_that_is_not_utf8_by_its_bytes() -> None:
+    """A path git gave that is not UTF-8 is held as lone surrogates (``surrogateescape``):
+    its URI is those bytes percent-encoded; another lone surrogate, its UTF-8 form
+    (``surrogatepass``). quote() refused both, and the whole SARIF output with them."""
+    for path, uri in (("src/caf\udce9.py", "src/caf%E9.py"), ("a\ud800.py", "a%ED%A0%80.py")):
+        finding = Finding("change.unclaimed", "changed, not claimed", path)
+        decision = decide([session("s-1", "not_delivered", (finding,))], SELECTION)
+        [result] = json.loads(render_sarif(decision))["runs"][0]["results"]
+        [location] = result["locations"]
+        assert location["physicalLocation"]["artifactLocation"]["uri"] == uri

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.report_factory import BASE_COMMIT, finished, make_report_bytes
+from verifier.app.gate import GateSession
 from verifier.contract.report import parse_report
 from verifier.errors import ConfigError, InfrastructureError
 from verifier.findings import CheckResult, CheckStatus, Finding, deciding_order
@@ -52,7 +53,8 @@ def _fill(store: Store) -> None:
                              notes=("no trail: the report's word", "second note")),
     }  # fmt: skip
     store.record_run(finished("s0", checks, T0))
-    store.record_run(finished("s1", {"audit": checks["audit"]}, T0))
+    recorded = CheckResult("audit", CheckStatus.PASS, (), details={"trail": "recorded"})
+    store.record_run(finished("s1", {"audit": recorded, "tests": checks["tests"]}, T0))
     store.record_run(finished("s2", {"changes": checks["changes"]}, T0))
     store.record_run(
         finished("s2", {"tests": CheckResult.error("tests", "tests.no_command", "none")}, T0)
@@ -70,13 +72,14 @@ def test_the_gate_reads_agree_with_what_the_store_loads_whole(db_url: str) -> No
         _fill(store)
         with GateReads.open(db_url) as reads:
             lines = reads.gate_lines(
-                session_ids=("s6", "ghost"), head_commits=(HEAD, "d" * 40), branches=("feature/x",)
+                session_ids=("s6", "s0", "ghost"),
+                head_commits=(HEAD, "d" * 40),
+                branches=("feature/x",),
             )
             assert sorted(lines) == ["s0", "s1", "s2", "s3", "s4", "s6"]  # s5: none of them
             paged = reads.gate_lines(head_commits=(HEAD, "d" * 40), per_query=1)
             assert paged == {sid: line for sid, line in lines.items() if sid != "s6"}
             run_ids = [line[9] for line in lines.values() if line[9] is not None]
-            shown = reads.findings_of([line[9] for line in lines.values() if line[10]])
             classified = reads.result_values(run_ids, CLASSIFICATION)
             last = reads.last_overrides(["s0", "s3", "s1"])
             assert reads.holds_any(["d" * 40, HEAD], per_query=1)
@@ -99,13 +102,12 @@ def test_the_gate_reads_agree_with_what_the_store_loads_whole(db_url: str) -> No
             assert values["ended_at"].utcoffset() == timedelta(0)
             assert values["ended_at"].isoformat() == row.ended_at.isoformat()
             assert values["run_id"] == (run and run.id)
-            assert values["has_findings"] is bool(run and run.findings)
             audit = run.result["checks"].get("audit") if run else None
             trail = (audit or {}).get("details", {}).get("trail")
             assert values["audit"] == (audit if trail == "none" else None)
             if run is not None:
                 # the deciding order, from the run's document: the failed check's first
-                assert shown.get(run.id, ()) == tuple(
+                assert values["findings"] == tuple(
                     deciding_order(
                         (check["status"], [Finding(**f) for f in check["findings"]])
                         for check in run.result["checks"].values()
@@ -113,11 +115,18 @@ def test_the_gate_reads_agree_with_what_the_store_loads_whole(db_url: str) -> No
                 )
                 tests = run.result["checks"].get("tests", {}).get("details", {})
                 assert classified.get(run.id) == tests.get("classification")
+            else:
+                assert values["findings"] == ()
             standing = overrides(store, session_id)
             assert last.get(session_id) == (
                 (standing[-1].author, standing[-1].reason) if standing else None
             )
         assert lines["s0"][11]["notes"] == ["no trail: the report's word", "second note"]
+        assert len(lines["s0"][10]) == 5 and lines["s1"][11] is None  # read once; a trail
+        # The gate makes its sessions of the lines as they are: its fields, in its order.
+        as_named = {"delivery_status": "computed_status", "status": "agent_status"}
+        as_named["override_status"] = "override"  # its status; the gate adds who and why
+        assert tuple(as_named.get(n, n) for n in GATE_LINE[:11]) == GateSession._fields[:11]
         assert classified[lines["s0"][9]] == CLASSIFIED
         assert last["s3"] == ("token:dee", "after all")
         assert lines["s2"][9] != store.listed("s2").latest_run.id  # the conclusive run

@@ -5,8 +5,11 @@ a count made from the sessions themselves, on both engines."""
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 
@@ -294,3 +297,29 @@ def test_each_failure_reason_counts_the_sessions_its_filter_lists(db_url: str) -
             listed = store.find_sessions(chosen, limit=500).items
             assert len(listed) == reason.sessions == store.count_sessions(chosen)
         assert store.failure_reasons(SessionFilter(delivery_status="delivered")) == []
+
+
+def test_a_sqlite_store_ingests_and_counts_without_loading_postgresqls_dialect(
+    tmp_path: Path,
+) -> None:
+    # `dialect_insert` imports a dialect's module when asked for: a SQLite store's
+    # commands never pay for PostgreSQL's (its first migration may; the store is made first).
+    url = f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    Store.open(url).close()
+    script = (
+        "import sys\n"
+        "from verifier.contract.report import parse_report\n"
+        "from verifier.store import Store\n"
+        "from tests.support.report_factory import make_report_bytes\n"
+        f"with Store.open({url!r}) as store:\n"
+        "    store.ingest(parse_report(make_report_bytes('s1')))\n"
+        "    assert store.stats().totals.total == 1, store.stats()\n"
+        "print(sorted(m for m in sys.modules if m.startswith('sqlalchemy.dialects.')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True,
+        cwd=Path(__file__).parents[2],
+    )  # fmt: skip
+    loaded = done.stdout.strip()
+    assert "sqlalchemy.dialects.sqlite" in loaded
+    assert "postgresql" not in loaded, loaded

@@ -56,18 +56,17 @@ from audit.errors import SignatureError
 from audit.jcs import CanonicalizationError, canonicalize
 from audit.signing import load_private_key
 from verifier import __version__
-from verifier.checks.replay import succeeded
-from verifier.config import Config
-from verifier.contract.profiles import Profile, load_profile
-from verifier.contract.report import parse_report
 from verifier.errors import ConfigError, InvalidReport, NotFound, ReportPruned
 from verifier.moments import utc_text
-from verifier.store import NoStore, SessionFilter, Store
-from verifier.store.overrides import overrides
-from verifier.store.rows import CLAIMED_CHANGE_KEYS, MAX_PAGE
+from verifier.store.rows import CLAIMED_CHANGE_KEYS, MAX_PAGE, SessionFilter
 
+# The export's own imports (the store's SQLAlchemy, the contract with the google-genai SDK,
+# the checks) are made where it uses them: `verify_file`, an auditor's offline check, and
+# `create_signing_key` need none of them.
 if TYPE_CHECKING:
-    from verifier.store import Listed, RunRow
+    from verifier.config import Config
+    from verifier.contract.profiles import Profile
+    from verifier.store import Listed, RunRow, Store
 
 
 # --- keys -------------------------------------------------------------------------------
@@ -271,6 +270,8 @@ class Written:
 def export_file(config: Config, selection: BundleSelection, out: Path) -> Written:
     """Write the bundle of the selected sessions to `out`, signed with the configured key
     (gzipped unless `out` ends in ``.tar``); `NotFound` when nothing is stored yet."""
+    from verifier.store import NoStore, Store
+
     key = load_key(config.evidence.signing_key)
     try:
         with Store.open(config.database_url, read_only=True) as store:
@@ -385,6 +386,8 @@ def session_files(
     """One session's files: its report as received (unless pruned), its record, its
     actions, runs and test logs, and its signed statement. `profiles`: the tool
     profiles read so far, by name, kept across the sessions of one export."""
+    from verifier.store.overrides import overrides
+
     listed = store.listed(session_id)
     runs = [_run_dict(run) for run in store.runs(session_id)]
     try:
@@ -466,6 +469,10 @@ def normalised_actions(
     """The trajectory's calls as the session's tool profile reads them (as the replay
     check does): each call's normalised action beside the raw call. `profiles` keeps
     each profile read (or its refusal) by name, for the next session of an export."""
+    from verifier.checks.replay import succeeded
+    from verifier.contract.profiles import Profile, load_profile
+    from verifier.contract.report import parse_report
+
     try:
         report = parse_report(raw)
         trajectory = report.trajectory

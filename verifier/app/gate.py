@@ -30,6 +30,7 @@ Nothing here formats output: `verifier.formats.gate` renders a `Decision`.
 from __future__ import annotations
 
 import enum
+import operator
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -243,7 +244,18 @@ def decide(
     """
     if inconclusive not in INCONCLUSIVE_POLICIES:
         raise ConfigError(f"--inconclusive: got {inconclusive!r}, expected fail or pass")
-    decisions = tuple(_judge(s, inconclusive) for s in sessions)
+    # Each session judged on its effective status, in one loop (a call and a property per
+    # session cost more than the judging).
+    judged: list[SessionDecision] = []
+    for s in sessions:
+        status = s.computed_status if s.override is None else s.override.status
+        if status == "delivered":
+            judged.append(SessionDecision(s, Verdict.PASS, False))
+        elif status in ("inconclusive", "pending"):
+            judged.append(SessionDecision(s, Verdict.UNDECIDED, inconclusive == "fail"))
+        else:
+            judged.append(SessionDecision(s, Verdict.FAIL, True))
+    decisions = tuple(judged)
     failed = [d for d in decisions if d.verdict is Verdict.FAIL]
     undecided = [d for d in decisions if d.verdict is Verdict.UNDECIDED]
     n = len(decisions)
@@ -274,15 +286,6 @@ def decide(
         unavailable=unavailable,
         server=server,
     )
-
-
-def _judge(session: GateSession, inconclusive: str) -> SessionDecision:
-    status = session.effective_status
-    if status == "delivered":
-        return SessionDecision(session, Verdict.PASS, blocks=False)
-    if status in ("inconclusive", "pending"):
-        return SessionDecision(session, Verdict.UNDECIDED, blocks=inconclusive == "fail")
-    return SessionDecision(session, Verdict.FAIL, blocks=True)
 
 
 def _sessions(n: int) -> str:
@@ -481,10 +484,10 @@ class StoreSource:
             raise self._unreadable(exc) from None
 
     def _read(self, reads: GateReads, selection: GateSelection) -> list[GateSession]:
-        """Their rows in one query per 1,000 ids or commits, with the audit result of those
-        verified without a trail (for its note); then the findings of the runs that have
-        any, the author and reason of the overrides that stand, and the classification of
-        the few a person is shown."""
+        """Their rows in one query per 1,000 ids or commits, with their findings and the
+        audit result of those verified without a trail (for its note); then the author and
+        reason of the overrides that stand, and the classification of the few a person is
+        shown."""
         rows = reads.gate_lines(
             session_ids=selection.session_ids,
             head_commits=selection.head_commits,
@@ -492,7 +495,6 @@ class StoreSource:
             per_query=COMMITS_PER_QUERY,
         )
         # A row: `verifier.store.gate_reads.GATE_LINE`.
-        findings = reads.findings_of([row[9] for row in rows.values() if row[10]])
         overridden = reads.last_overrides([row[0] for row in rows.values() if row[2] is not None])
         # The classification is in the run's result, read only for the sessions that ended
         # last of those not delivered (a person is shown a few): the decision never needs it.
@@ -503,24 +505,29 @@ class StoreSource:
         )[:CLASSIFIED_SESSIONS]
         classified = reads.result_values([row[9] for row in unclear], CLASSIFICATION)
         found: dict[str, GateSession] = {}
+        make, nothing = GateSession._make, (None, None)
         for sid, row in rows.items():
             run, override, audit = row[9], row[2], row[11]
+            if override is None and audit is None and run not in classified:
+                # Nearly every session: its line is the session's first eleven fields.
+                found[sid] = make(row[:11] + nothing)
+                continue
             found[sid] = GateSession(
                 sid,
                 row[1],
                 None
                 if override is None
                 else StandingOverride(override, *overridden.get(sid, (None, None))),
-                repo_name=row[3],
-                head_commit=row[4],
-                branch=row[5],
-                agent_status=row[6],
-                done=row[7],
-                ended_at=row[8],
-                run_id=run,
-                findings=findings.get(run, ()) if row[10] else (),
-                classification=None if run is None else _mapping(classified.get(run)),
-                trail_note=None if audit is None else trail_note({"audit": audit}),
+                row[3],  # repo_name
+                row[4],  # head_commit
+                row[5],  # branch
+                row[6],  # agent_status
+                row[7],  # done
+                row[8],  # ended_at
+                run,
+                row[10],  # findings
+                None if run is None else _mapping(classified.get(run)),
+                None if audit is None else trail_note({"audit": audit}),
             )
         return _complete(found, selection)
 
@@ -543,10 +550,15 @@ def _complete(found: dict[str, GateSession], selection: GateSelection) -> list[G
     """The sessions found, oldest ended first, and each named session not found as missing."""
     for session_id in selection.session_ids:
         found.setdefault(session_id, GateSession.missing(session_id))
-    return sorted(
-        found.values(),
-        key=lambda s: (s.ended_at is None, s.ended_at or datetime.min, s.session_id),
-    )
+    # Those with an end by it, then those without (the missing) by id: keys read in C.
+    ended = [s for s in found.values() if s.ended_at is not None]
+    ended.sort(key=_BY_END)
+    unended = sorted((s for s in found.values() if s.ended_at is None), key=_BY_ID)
+    return ended + unended
+
+
+_BY_END = operator.attrgetter("ended_at", "session_id")
+_BY_ID = operator.attrgetter("session_id")
 
 
 class ServerSource:

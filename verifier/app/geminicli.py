@@ -28,17 +28,20 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from audit.geminicli import Transcript, read_transcript
 from audit.geminicli.release import AGENT_NAME, tool_profile
 from audit.geminicli.transcript import subagent_paths
 from verifier._internal.git import Git
 from verifier._internal.repository import Repository
-from verifier.checks import editmatch
-from verifier.config import Config
-from verifier.contract.report import Report, parse_report
 from verifier.errors import ConfigError, InfrastructureError
+
+# The import's own (the contract with the google-genai SDK, the checks' edit rules) are
+# imported where it uses them: `gemini-cli install` and `uninstall` (`repo_name_of`) need neither.
+if TYPE_CHECKING:
+    from verifier.config import Config
+    from verifier.contract.report import Report
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,8 @@ def import_transcript(
         }
     }
     raw = json.dumps(doc, ensure_ascii=False, indent=1).encode("utf-8") + b"\n"
+    from verifier.contract.report import parse_report
+
     return Imported(parse_report(raw), tuple(notes))
 
 
@@ -134,6 +139,8 @@ def _claims(
     bytes written have CRLF ones where the file had a CRLF (`editmatch.crlf_written`), so
     each file is followed from its base blob, edit after edit.
     """
+    from verifier.checks import editmatch
+
     root = repo.root.resolve()
     timed = [
         (m.timestamp or "", n, i, edit)

@@ -10,12 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from verifier.checks.base import Progress
-from verifier.config import Config
 from verifier.store import Store, upgrade
 from verifier.store import maintenance as store_maintenance
 from verifier.store.maintenance import CopyResult, PrunePlan, PruneResult, parse_cutoff
+
+if TYPE_CHECKING:  # names for annotations: the checks' registry is no import of `db upgrade`
+    from verifier.checks.base import Progress
+    from verifier.config import Config
 
 __all__ = ["CopyResult", "Cutoff", "PrunePlan", "PruneResult", "copy", "migrate", "prune"]
 

@@ -12,16 +12,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from verifier.app import Notice, pipeline
-from verifier.config import Config
+from verifier.app import Notice
 from verifier.errors import ConfigError, InvalidReport, NotFound, UnknownTask, VerifierError
 from verifier.findings import DeliveryStatus, Finding
 from verifier.findings import trail_note as checks_trail_note
 from verifier.moments import utc_text
 from verifier.store import Counts, Listed, NoStore, RunRow, SessionRow, Store
 from verifier.store.overrides import OverrideRow, overridden_count, overrides, record_override
+
+if TYPE_CHECKING:
+    from verifier.config import Config
 
 
 def trail_note(run: RunRow | None) -> str | None:
@@ -243,6 +245,10 @@ def ingest(config: Config, sources: Sequence[str], *, progress: Notice | None = 
 
 
 def _ingest_one(store: Store, source: str, config: Config) -> Ingested:
+    # Here, not at the top: a read (`show`, `list`) never loads the verification stack
+    # that submit's parse brings (the checks, the contract, the google-genai SDK).
+    from verifier.app import pipeline
+
     limit = config.max_report_bytes
     try:
         raw = pipeline.read_source(source, limit)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import click
 
 from verifier.app import adapters
 from verifier.cli.options import config_option, emit, exit_with, format_option, given_moment, say
-from verifier.config import Config
 from verifier.formats import render
+
+if TYPE_CHECKING:
+    from verifier.config import Config
 
 
 @click.group("adapters")

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from verifier.app import settings
 from verifier.cli.options import config_option, emit, format_option
-from verifier.config import Config
 from verifier.formats import render
+
+if TYPE_CHECKING:
+    from verifier.config import Config
 
 
 @click.group("config")

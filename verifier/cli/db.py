@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from verifier.app import maintenance
 from verifier.app.maintenance import Cutoff, PrunePlan
 from verifier.cli.options import actor, config_option, emit, exit_with, format_option, progress, say
-from verifier.config import Config
 from verifier.errors import ConfigError
 from verifier.formats import render
+
+if TYPE_CHECKING:
+    from verifier.config import Config
 
 
 @click.group("db")

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from verifier.app import evidence
 from verifier.cli.options import config_option, emit, exit_with, format_option, given_moment
-from verifier.config import Config
 from verifier.formats import render
+
+if TYPE_CHECKING:
+    from verifier.config import Config
 
 
 @click.group("evidence")

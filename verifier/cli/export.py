@@ -7,14 +7,16 @@ import sys
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import click
 
 from verifier.app import export
 from verifier.cli.options import config_option, moment, output_format, say
-from verifier.config import Config
 from verifier.store import SessionFilter
+
+if TYPE_CHECKING:
+    from verifier.config import Config
 
 # Lines between flushes of the output: a reader sees rows arrive, a big export stays cheap.
 FLUSH_EVERY = 500

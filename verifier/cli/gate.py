@@ -10,13 +10,16 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from verifier.app import gate
 from verifier.cli.options import config_loader_option, emit, exit_with, output_format, progress, say
-from verifier.config import Config
 from verifier.formats import gate as gate_formats
+
+if TYPE_CHECKING:
+    from verifier.config import Config
 
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from verifier.app import geminicli, geminicli_hooks
 from verifier.cli.options import config_option, emit, format_option, say
-from verifier.config import Config
 from verifier.formats import render
+
+if TYPE_CHECKING:
+    from verifier.config import Config
 
 
 @click.group("gemini-cli")

@@ -17,14 +17,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from verifier.config import Config
 from verifier.errors import BadRequest
 from verifier.formats import render
 from verifier.moments import parse_moment
+
+if TYPE_CHECKING:
+    from verifier.config import Config
 
 F = TypeVar("F", bound=Callable[..., Any])
 Decorator = Callable[[F], F]
@@ -84,7 +86,7 @@ def config_option(command: F) -> F:
 
     @functools.wraps(command)
     def with_config(*args: Any, config_path: Path | None, **kwargs: Any) -> Any:
-        return command(*args, config=Config.load(config_path), **kwargs)
+        return command(*args, config=_load(config_path), **kwargs)
 
     return _config_path(CONFIG_HELP)(with_config)  # type: ignore[no-any-return]
 
@@ -97,12 +99,21 @@ def config_loader_option(help: str = CONFIG_HELP) -> Decorator[Any]:
     def decorate(command: F) -> F:
         @functools.wraps(command)
         def with_loader(*args: Any, config_path: Path | None, **kwargs: Any) -> Any:
-            loader = functools.cache(functools.partial(Config.load, config_path))
+            loader = functools.cache(functools.partial(_load, config_path))
             return command(*args, config=loader, **kwargs)
 
         return _config_path(help)(with_loader)  # type: ignore[no-any-return]
 
     return decorate
+
+
+def _load(path: Path | None) -> Config:
+    """The configuration from `path` (or where it is looked for). `verifier.config` (pydantic,
+    its models built) is imported here, when a command reads it: ``--help``, ``trail verify``
+    and the gate reading a server never load it."""
+    from verifier.config import Config
+
+    return Config.load(path)
 
 
 def moment(ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:

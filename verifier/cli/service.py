@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from verifier.cli.options import config_option, exit_with
-from verifier.config import Config
 from verifier.service.serve import run_worker, serve
+
+if TYPE_CHECKING:
+    from verifier.config import Config
 
 
 @click.command("serve", short_help="The HTTP API, verifying in the background.")

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from verifier.app import sessions
 from verifier.cli.options import actor, config_option, emit, exit_with, format_option, say
-from verifier.config import Config
 from verifier.formats import render
+
+if TYPE_CHECKING:
+    from verifier.config import Config
 
 
 @click.command("ingest")

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import click
 
 from verifier.app import tokens
 from verifier.cli.options import actor, config_option, emit, format_option, moment
-from verifier.config import Config
 from verifier.formats import render
 from verifier.store.tokens import SCOPES
+
+if TYPE_CHECKING:
+    from verifier.config import Config
 
 
 @click.group("token")

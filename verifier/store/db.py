@@ -40,8 +40,6 @@ from sqlalchemy import (
     select,
     type_coerce,
 )
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -857,7 +855,7 @@ _INSERT_CHANGES = insert(_CLAIMED_CHANGES)
 
 def _insert_or_nothing(dialect: str) -> Any:
     """A session's insert that writes nothing when its session id is stored (rowcount 0)."""
-    statement = (pg_insert if dialect == "postgresql" else sqlite_insert)(_SESSIONS)
+    statement = counting.dialect_insert(dialect, _SESSIONS)
     # preserve_rowcount: SQLAlchemy keeps the driver's rowcount of an INSERT only when asked.
     return statement.on_conflict_do_nothing(
         index_elements=[_SESSIONS.c.session_id]

@@ -65,11 +65,7 @@ def make_engine(url: str, *, read_only: bool = False) -> Engine:
     that fails, as on a read-only mount where no lock file can be made), never
     created; PostgreSQL sessions are ``default_transaction_read_only``.
     """
-    try:
-        parsed = make_url(url)
-    except ArgumentError as exc:
-        # The message of `exc` does not repeat the URL, which may hold a password.
-        raise ConfigError(f"database URL is not valid: {exc}") from None
+    parsed = parse_url(url)
     try:
         if parsed.get_backend_name() != "sqlite":
             connect_args: dict[str, Any] = {}
@@ -92,6 +88,15 @@ def make_engine(url: str, *, read_only: bool = False) -> Engine:
             raise InfrastructureError(f"cannot create the folder of {database}: {exc}") from None
     event.listen(engine, "connect", _sqlite_pragmas)
     return engine
+
+
+def parse_url(url: str) -> URL:
+    """`url` parsed; one that is not a URL is a `ConfigError` (which does not repeat it:
+    it may hold a password)."""
+    try:
+        return make_url(url)
+    except ArgumentError as exc:
+        raise ConfigError(f"database URL is not valid: {exc}") from None
 
 
 def at_head(engine: Engine, *, read_only: bool = False) -> None:
@@ -207,26 +212,35 @@ def masked(engine: Engine) -> str:
     return engine.url.render_as_string(hide_password=True)
 
 
-def _read_only_sqlite(parsed: URL) -> Engine:
+def read_only_sqlite_file(parsed: URL) -> Path:
+    """The SQLite file a read-only store at `parsed` reads: a `ConfigError` when it names
+    none (memory, a ``file:`` URI), `NoStore` when there is no file there."""
     database = parsed.database or ""
     if database in ("", ":memory:") or database.startswith("file:"):
         raise ConfigError(f"a read-only store needs a SQLite file, not {database or 'memory'!r}")
     path = Path(database).resolve()
     if not path.is_file():
         raise NoStore(f"no store at {str(path)!r}: nothing has been stored there yet")
+    return path
 
-    def connect() -> sqlite3.Connection:
-        uri = f"{path.as_uri()}?mode=ro"
-        try:
-            connection = sqlite3.connect(uri, uri=True, check_same_thread=False)
-            connection.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
-        except sqlite3.OperationalError:
-            # A WAL database on a read-only mount cannot make its shared-memory file.
-            connection = sqlite3.connect(f"{uri}&immutable=1", uri=True, check_same_thread=False)
-        connection.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-        return connection
 
-    return create_engine(f"sqlite:///{path}", creator=connect)
+def connect_read_only_sqlite(path: Path) -> sqlite3.Connection:
+    """A read-only connection to the SQLite file at `path` (``mode=ro``, or ``immutable``
+    on a read-only mount), as every read-only store's engine makes them."""
+    uri = f"{path.as_uri()}?mode=ro"
+    try:
+        connection = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        connection.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+    except sqlite3.OperationalError:
+        # A WAL database on a read-only mount cannot make its shared-memory file.
+        connection = sqlite3.connect(f"{uri}&immutable=1", uri=True, check_same_thread=False)
+    connection.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    return connection
+
+
+def _read_only_sqlite(parsed: URL) -> Engine:
+    path = read_only_sqlite_file(parsed)
+    return create_engine(f"sqlite:///{path}", creator=lambda: connect_read_only_sqlite(path))
 
 
 def _migrate(engine: Engine) -> None:

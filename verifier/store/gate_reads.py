@@ -20,24 +20,37 @@ database (`engine.reachable`'s message); a store behind this verifier is the
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Engine
+from sqlalchemy.engine import URL
 
 from verifier.errors import InfrastructureError
 from verifier.findings import DECIDING_RANK, OTHER_RANK, Finding
-from verifier.store.engine import HEAD_REVISION, at_head, make_engine, masked, reachable
+from verifier.store.engine import (
+    HEAD_REVISION,
+    at_head,
+    connect_read_only_sqlite,
+    make_engine,
+    masked,
+    parse_url,
+    reachable,
+    read_only_sqlite_file,
+)
 
 # Values per IN list (SQLite allows 32,766 bound values, PostgreSQL 65,535).
 PER_QUERY = 1000
 
 # A session as the gate reads it, in this order: ``status`` is the agent's, ``run_id``
-# the run the verdict shows (the verdict run, else the latest), ``has_findings`` whether
-# it has any, ``audit`` the audit check's result in that run when it says
-# ``trail = "none"``, else None (what `findings.trail_note` reads).
+# the run the verdict shows (the verdict run, else the latest), ``findings`` that run's,
+# as `Store.findings_of` gives them (the deciding one first), ``audit`` the audit check's
+# result in that run when it says ``trail = "none"``, else None (what
+# `findings.trail_note` reads). The first eleven are `verifier.app.gate.GateSession`'s
+# fields, in its order (the override's status where it holds the override).
 GATE_LINE = (
     "session_id",
     "delivery_status",
@@ -49,7 +62,7 @@ GATE_LINE = (
     "done",
     "ended_at",
     "run_id",
-    "has_findings",
+    "findings",
     "audit",
 )
 
@@ -70,6 +83,12 @@ class _Dialect:
 
     def text_at(self, column: str, *path: str) -> str:
         return self._text_at.format(column=column, path=self._path(path))
+
+    def holds(self, column: str, text: str) -> str:
+        """Whether the JSON text of `column` holds `text` (SQL: a literal, no quote in it)."""
+        if self.mark == "?":
+            return f"instr({column}, '{text}') > 0"
+        return f"strpos(CAST({column} AS TEXT), '{text}') > 0"
 
     def marks(self, n: int) -> str:
         return ", ".join([self.mark] * n)
@@ -93,19 +112,36 @@ _DIALECTS = {
 
 
 class GateReads:
-    """What the gate reads of the store at `url`, opened read-only; `close` when done."""
+    """What the gate reads of the store at `url`, opened read-only; `close` when done.
 
-    def __init__(self, engine: Engine) -> None:
-        if engine.dialect.name not in _DIALECTS:
-            raise InfrastructureError(
-                f"database {masked(engine)}: the gate reads SQLite or PostgreSQL only"
-            )
+    A SQLite file is read on a connection of its own, made as a read-only store's engine
+    makes them (`engine.connect_read_only_sqlite`): no engine, no pool (their making and
+    disposal cost more than the connection). Any other database through its engine's
+    pool, with the engine's connect arguments (PostgreSQL's read-only sessions).
+    """
+
+    def __init__(self, url: str, engine: Engine | None = None) -> None:
+        self._url = url
         self._engine = engine
-        self._dialect = _DIALECTS[engine.dialect.name]
-        self._dbapi = engine.dialect.loaded_dbapi
-        # The pool hands over the driver's own errors: said here as the `Store` says them.
-        with reachable(engine), self._driver_errors():
-            self._connection = engine.raw_connection()
+        if engine is None:
+            path = read_only_sqlite_file(parse_url(url))
+            # Named as the read-only engine names it, so that messages are the `Store`'s.
+            self._where = URL.create("sqlite", database=str(path)).render_as_string()
+            self._dialect = _DIALECTS["sqlite"]
+            self._dbapi: Any = sqlite3
+            with self._driver_errors():
+                self._connection: Any = connect_read_only_sqlite(path)
+        else:
+            if engine.dialect.name not in _DIALECTS:
+                raise InfrastructureError(
+                    f"database {masked(engine)}: the gate reads SQLite or PostgreSQL only"
+                )
+            self._where = masked(engine)
+            self._dialect = _DIALECTS[engine.dialect.name]
+            self._dbapi = engine.dialect.loaded_dbapi
+            # The pool hands over the driver's own errors: said as the `Store` says them.
+            with reachable(engine), self._driver_errors():
+                self._connection = engine.raw_connection()
         self._sessions = self._sessions_query()
 
     @classmethod
@@ -113,26 +149,30 @@ class GateReads:
         """Open the store as ``Store.open(url, read_only=True)`` does, with its errors; its
         revision is read with one SELECT (`engine.at_head` only when that is not the head,
         to say why)."""
-        engine = make_engine(url, read_only=True)
-        try:
-            reads = cls(engine)
-        except BaseException:
-            engine.dispose()
-            raise
+        if parse_url(url).get_backend_name() == "sqlite":
+            reads = cls(url)
+        else:
+            engine = make_engine(url, read_only=True)
+            try:
+                reads = cls(url, engine)
+            except BaseException:
+                engine.dispose()
+                raise
         try:
             if not reads._at_head():
-                at_head(engine, read_only=True)  # raises what is wrong, in its words
+                reads._why_not_at_head()
         except BaseException:
             reads.close()
             raise
         return reads
 
     def close(self) -> None:
-        """Give the connection back and close every connection of the engine."""
+        """Close the connection (give it back to the engine's pool, and close those)."""
         try:
             self._connection.close()
         finally:
-            self._engine.dispose()
+            if self._engine is not None:
+                self._engine.dispose()
 
     def __enter__(self) -> GateReads:
         return self
@@ -142,7 +182,7 @@ class GateReads:
 
     @property
     def dialect(self) -> str:
-        return self._engine.dialect.name
+        return "sqlite" if self._engine is None else self._engine.dialect.name
 
     def gate_lines(
         self,
@@ -154,7 +194,8 @@ class GateReads:
     ) -> dict[str, tuple[Any, ...]]:
         """Every session with one of `session_ids`, one of `head_commits` as its head, or on
         one of `branches`, once each, by id: tuples of `GATE_LINE`, ``ended_at`` aware and
-        in UTC, ``done`` a bool; ids and commits `per_query` to a query."""
+        in UTC, ``done`` a bool, ``findings`` a tuple; ids and commits `per_query` to a
+        query."""
         found: dict[str, tuple[Any, ...]] = {}
         for column, values in (("session_id", session_ids), ("head_commit", head_commits)):
             for start in range(0, len(values), per_query):
@@ -164,25 +205,6 @@ class GateReads:
         for branch in branches:
             self._lines(found, f"s.branch = {self._dialect.mark}", [branch])
         return found
-
-    def findings_of(self, run_ids: Collection[int]) -> dict[int, tuple[Finding, ...]]:
-        """The findings of each of `run_ids` as `Store.findings_of` gives them (the deciding
-        one first); a run without findings is left out."""
-        found: dict[int, list[Finding]] = {}
-        ids = sorted(set(run_ids))
-        for start in range(0, len(ids), PER_QUERY):
-            chunk = ids[start : start + PER_QUERY]
-            statement = (
-                "SELECT f.run_id, f.code, f.message, f.path, f.expected, f.found "
-                "FROM findings f LEFT OUTER JOIN check_results c "
-                "ON c.run_id = f.run_id AND c.check_name = f.check_name "
-                f"WHERE f.run_id IN ({self._dialect.marks(len(chunk))}) "
-                f"ORDER BY f.run_id, CASE c.status {_RANKED} ELSE {OTHER_RANK} END, "
-                "coalesce(c.ordinal, 0), f.ordinal"
-            )
-            for run_id, code, message, path, expected, got in self._rows(statement, chunk):
-                found.setdefault(run_id, []).append(Finding(code, message, path, expected, got))
-        return {run_id: tuple(items) for run_id, items in found.items()}
 
     def result_values(self, run_ids: Collection[int], path: tuple[str, ...]) -> dict[int, Any]:
         """The value at `path` in each run's result document, picked out in SQL (no
@@ -234,29 +256,67 @@ class GateReads:
     # -- underneath ---------------------------------------------------------------------
 
     def _sessions_query(self) -> str:
+        """A row per session and finding of its shown run (one row with no finding for a
+        run without any): one join, where an EXISTS and a query of the findings cost twice
+        as much. The audit result is read only from documents that hold ``"trail"``: the
+        audit check is the one writer of that key, and a JSON writer spells a key of ASCII
+        letters as it is, so every other document is spared the parse of its JSON."""
         shown = "coalesce(s.verdict_run_id, s.latest_run_id)"
         trail = self._dialect.text_at("r.result", "checks", "audit", "details", "trail")
         audit = self._dialect.json_at("r.result", "checks", "audit")
+        holds = self._dialect.holds("r.result", '"trail"')
         return (
             "SELECT s.session_id, s.delivery_status, s.override_status, s.repo_name, "
             f"s.head_commit, s.branch, s.status, s.done, s.ended_at, {shown}, "
-            f"EXISTS (SELECT 1 FROM findings f WHERE f.run_id = {shown}), "
-            f"CASE WHEN {trail} = 'none' THEN {audit} END "
-            f"FROM sessions s LEFT OUTER JOIN verification_runs r ON r.id = {shown} WHERE "
+            f"CASE WHEN {holds} AND {trail} = 'none' THEN {audit} END, "
+            "f.code, f.message, f.path, f.expected, f.found, "
+            f"CASE c.status {_RANKED} ELSE {OTHER_RANK} END, coalesce(c.ordinal, 0), f.ordinal "
+            f"FROM sessions s LEFT OUTER JOIN verification_runs r ON r.id = {shown} "
+            "LEFT OUTER JOIN findings f ON f.run_id = r.id "
+            "LEFT OUTER JOIN check_results c "
+            "ON c.run_id = f.run_id AND c.check_name = f.check_name WHERE "
         )
 
     def _lines(self, found: dict[str, tuple[Any, ...]], where: str, params: list[Any]) -> None:
+        """The sessions `where` keeps that `found` does not hold yet, added to it."""
+        lines: dict[str, tuple[Any, ...]] = {}
+        fromisoformat = datetime.fromisoformat
+        ranked: dict[str, list[tuple[Any, ...]]] = {}
         for row in self._rows(self._sessions + where, params):
-            if row[0] not in found:
-                done, ended, audit = row[7], row[8], row[11]
-                found[row[0]] = (
-                    *row[:7],
+            sid = row[0]
+            if sid in found:
+                continue
+            if row[11] is not None:  # a finding: ranked as `findings.deciding_order` ranks
+                ranked.setdefault(sid, []).append(row[16:19] + row[11:16])
+            if sid not in lines:
+                done, ended, audit = row[7], row[8], row[10]
+                if ended.__class__ is str:  # SQLite's UTC text, as `_moment` reads it
+                    try:
+                        ended = fromisoformat(ended + "+00:00")
+                    except ValueError:
+                        ended = _moment(ended)
+                elif ended is not None:
+                    ended = _moment(ended)
+                lines[sid] = (
+                    sid,
+                    row[1],
+                    row[2],
+                    row[3],
+                    row[4],
+                    row[5],
+                    row[6],
                     None if done is None else bool(done),
-                    None if ended is None else _moment(ended),
+                    ended,
                     row[9],
-                    bool(row[10]),
+                    (),
                     None if audit is None else json.loads(audit),
                 )
+        for sid, items in ranked.items():
+            if len(items) > 1:
+                items.sort(key=lambda item: item[:3])
+            line = lines[sid]
+            lines[sid] = (*line[:10], tuple(Finding(*item[3:]) for item in items), line[11])
+        found.update(lines)
 
     def _rows(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         with self._driver_errors():
@@ -277,6 +337,16 @@ class GateReads:
             return False
         return sorted(row[0] for row in rows) == [HEAD_REVISION]
 
+    def _why_not_at_head(self) -> None:
+        """`engine.at_head`'s error for this store (behind this verifier, never migrated,
+        not a database); nothing when it is at the head after all."""
+        engine = self._engine or make_engine(self._url, read_only=True)
+        try:
+            at_head(engine, read_only=True)
+        finally:
+            if engine is not self._engine:
+                engine.dispose()
+
     @contextmanager
     def _driver_errors(self) -> Iterator[None]:
         """The driver's failure to talk to the database as `engine.reachable` says it;
@@ -290,9 +360,7 @@ class GateReads:
             ):
                 raise
             reason = str(exc).strip() or type(exc).__name__
-            raise InfrastructureError(
-                f"database {masked(self._engine)} cannot be used: {reason}"
-            ) from exc
+            raise InfrastructureError(f"database {self._where} cannot be used: {reason}") from exc
 
 
 def _moment(value: str | datetime) -> datetime:

@@ -22,6 +22,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
+from starlette.types import Receive, Scope, Send
 
 from verifier import __version__
 from verifier.config import Config
@@ -52,7 +53,7 @@ def create_app(config: Config, queue: Queue | None = None) -> FastAPI:
         finally:
             await run_in_threadpool(store.close)
 
-    app = FastAPI(
+    app = _Api(
         title="verifier",
         version=__version__,
         lifespan=lifespan,
@@ -69,3 +70,19 @@ def create_app(config: Config, queue: Queue | None = None) -> FastAPI:
     app.include_router(dashboard)
     app.openapi = lambda: openapi.document(app)  # type: ignore[method-assign]
     return app
+
+
+class _Api(FastAPI):
+    """The API, answering ``POST /v1/sessions`` (the hot path: every report of every
+    harness) with `sessions.post_session_direct`, and everything else through FastAPI."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] == "http"
+            and scope["method"] == "POST"
+            and scope["path"] == scope.get("root_path", "") + "/v1/sessions"
+        ):
+            scope["app"] = self
+            await sessions.post_session_direct(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)

@@ -74,7 +74,12 @@ def _require(scope: str) -> Callable[..., Awaitable[TokenRow]]:
     return check
 
 
-Ingest = Annotated[TokenRow, Depends(_require("ingest"))]
+# The ingest route's check, also called directly by the route served without FastAPI's
+# machinery (`routers.sessions.post_session_direct`), with `bearer`'s credentials.
+ingest_token = _require("ingest")
+bearer = _bearer
+state = _state
+Ingest = Annotated[TokenRow, Depends(ingest_token)]
 Read = Annotated[TokenRow, Depends(_require("read"))]
 Admin = Annotated[TokenRow, Depends(_require("admin"))]
 Export = Annotated[TokenRow, Depends(_require("export"))]

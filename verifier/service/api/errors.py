@@ -112,13 +112,32 @@ async def _on_bug(request: Request, exc: Exception) -> Response:
     return error(500, "internal", "internal error (a bug): see the service's log")
 
 
+# Each class and its handler; Starlette picks the one of the nearest class in the MRO.
+# An InfrastructureError is the same outage as the pool's own errors, and answered alike.
+_HANDLERS: dict[type[Exception], Any] = {
+    Refused: _on_refused,
+    HTTPException: _on_http_exception,
+    RequestValidationError: _on_validation_error,
+    VerifierError: _on_verifier_error,
+    **{
+        unreachable: _on_unavailable
+        for unreachable in (InfrastructureError, OperationalError, InterfaceError, PoolTimeout)
+    },
+    Exception: _on_bug,
+}
+
+
 def install(app: FastAPI) -> None:
-    """Register the handlers; Starlette picks the one of the nearest class in the MRO."""
-    app.add_exception_handler(Refused, _on_refused)
-    app.add_exception_handler(HTTPException, _on_http_exception)
-    app.add_exception_handler(RequestValidationError, _on_validation_error)
-    app.add_exception_handler(VerifierError, _on_verifier_error)
-    # An InfrastructureError is the same outage as the pool's own errors, and answered alike.
-    for unreachable in (InfrastructureError, OperationalError, InterfaceError, PoolTimeout):
-        app.add_exception_handler(unreachable, _on_unavailable)
-    app.add_exception_handler(Exception, _on_bug)
+    """Register the handlers."""
+    for exc_class, handler in _HANDLERS.items():
+        app.add_exception_handler(exc_class, handler)
+
+
+async def handle(request: Request, exc: Exception) -> Response:
+    """The answer the installed handlers give `exc`, for a route served without
+    FastAPI's machinery (`routers.sessions.post_session_direct`): the nearest class in its MRO."""
+    for cls in type(exc).__mro__:
+        if cls in _HANDLERS:
+            response: Response = await _HANDLERS[cls](request, exc)
+            return response
+    raise exc  # not an Exception (a cancellation): nobody answers it
