@@ -5,13 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from fastapi import FastAPI
+from fastapi import FastAPI, Request, Response
 from fastapi.testclient import TestClient
+from sqlalchemy.exc import OperationalError
 
 from verifier.errors import (
     BadRequest,
     ConfigError,
     Forbidden,
+    InfrastructureError,
     InvalidReport,
     LostJob,
     NotFound,
@@ -77,3 +79,38 @@ def test_the_server_s_own_failure_keeps_its_detail_for_the_log() -> None:
     status, body = _answer(ConfigError("signing key /secret/key.pem is missing"))
     assert status == 503 and body["error"]["code"] == "config"
     assert "/secret" not in str(body)
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        InvalidReport("repo.name", "is missing"),
+        SessionConflict("s-1", "a" * 64, "b" * 64),
+        ConfigError("signing key /secret/key.pem is missing"),
+        errors.Refused(401, "unauthorized", "no token", "Authorization"),
+        InfrastructureError("database sqlite:///x cannot be used: disk I/O error"),
+        OperationalError("INSERT", {}, Exception("database is locked")),
+        RuntimeError("a bug"),
+    ],
+    ids=lambda exc: type(exc).__name__,
+)
+def test_the_direct_route_s_handler_answers_as_the_installed_handlers_do(exc: Exception) -> None:
+    # `POST /v1/sessions` is answered outside FastAPI's machinery (errors.handle): the same
+    # status, headers and body as the handlers FastAPI runs for every other route.
+    app = FastAPI()
+    errors.install(app)
+
+    @app.get("/raise")
+    async def raise_it() -> None:
+        raise exc
+
+    @app.get("/handle")
+    async def handle_it(request: Request) -> Response:
+        return await errors.handle(request, exc)
+
+    with TestClient(app, raise_server_exceptions=False) as client:
+        installed, direct = client.get("/raise"), client.get("/handle")
+    assert direct.status_code == installed.status_code
+    assert direct.json() == installed.json()
+    for header in ("www-authenticate", "retry-after"):
+        assert direct.headers.get(header) == installed.headers.get(header)

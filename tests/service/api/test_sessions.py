@@ -47,6 +47,27 @@ def test_a_new_report_is_accepted_as_pending_and_queued_once(
     assert shown["delivery_status"] == "pending" and shown["runs"] == [] and shown["checks"] == {}
 
 
+class _BrokenQueue(RecordingQueue):
+    def on_insert(self, session_id: str, reason: str) -> None:
+        raise RuntimeError("the queue's secret detail")
+
+
+def test_a_bug_behind_an_ingest_is_a_500_in_the_one_shape_its_detail_kept_for_the_log(
+    db_url: str, tokens: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    app = create_app(make_config(db_url), _BrokenQueue())
+    with TestClient(app, raise_server_exceptions=False) as client:
+        response = client.post(
+            "/v1/sessions", content=make_report_bytes("s-bug"), headers=bearer(tokens["ingest"])
+        )
+    assert response.status_code == 500
+    assert error_of(response.json())["code"] == "internal"
+    assert "secret" not in response.text
+    assert "the queue's secret detail" in caplog.text
+    with Store.open(db_url) as store:
+        assert [row.session.session_id for row in store.sessions()] == []
+
+
 def test_the_same_bytes_again_answer_200_with_the_session_as_it_stands(
     client: TestClient, tokens: dict[str, str], db_url: str
 ) -> None:
