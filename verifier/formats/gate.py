@@ -25,7 +25,7 @@ import json
 import re
 import secrets
 import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -222,7 +222,8 @@ def render_text(decision: Decision, width: int | None = None) -> str:
 
     out = _Text(width)
     out.line(f"selected by {describe_selection(decision)} from {shown(decision.source)}")
-    rows: list[tuple[Cell, ...]] = []
+    rows: list[tuple[str, ...]] = []
+    styles: list[str] = []  # of the verdict column
     for d in decision.sessions:
         s = d.session
         status = s.computed_status if s.override is None else s.override.status
@@ -230,13 +231,14 @@ def render_text(decision: Decision, width: int | None = None) -> str:
             (
                 shown(s.session_id),
                 (s.head_commit or "-")[:12],
-                (verdict_words(d), _verdict_style(status)),
+                verdict_words(d),
                 "verifier" if s.override is None else "override",
                 shown(finding_short(s.findings[0])) if s.findings else "",
             )
         )
+        styles.append(_verdict_style(status))
     if rows:
-        out.table(("session", "head", "verdict", "decided by", "first finding"), rows)
+        out.table(("session", "head", "verdict", "decided by", "first finding"), rows, {2: styles})
     for d in decision.sessions:
         s = d.session
         if not (_shown(d) or s.trail_note):
@@ -312,16 +314,26 @@ class _Text:
     def text(self) -> str:
         return "\n".join(self._lines) + "\n" if self._lines else ""
 
-    def table(self, header: Sequence[str], rows: Sequence[Sequence[Cell]]) -> None:
-        """Rows under `header`, boxed as rich's `Table` boxes them (``box.HEAVY_HEAD``)."""
-        texts = [[c if isinstance(c, str) else c[0] for c in row] for row in rows]
-        columns = [[header[n], *(row[n] for row in texts)] for n in range(len(header))]
+    def table(
+        self,
+        header: Sequence[str],
+        rows: Sequence[Sequence[str]],
+        styles: Mapping[int, Sequence[str]] | None = None,
+    ) -> None:
+        """Rows of plain cells under `header`, boxed as rich's `Table` boxes them
+        (``box.HEAVY_HEAD``); ``styles[n]`` the style of each row's cell in column n."""
+        styles = styles or {}
+        columns = list(zip(header, *rows, strict=True))
         # Each column measured at once: most are ASCII, whose columns are its characters.
         ascii_only = all("".join(column).isascii() for column in columns)
         measure = len if ascii_only else _cells
         widths = [max(map(measure, column)) for column in columns]
         if sum(widths) + 3 * len(widths) + 1 > self.width:
-            self._lines += _rich_table(header, rows, self.width, self.colour).splitlines()
+            marked: list[list[Cell]] = [
+                [cell if n not in styles else (cell, styles[n][r]) for n, cell in enumerate(row)]
+                for r, row in enumerate(rows)
+            ]
+            self._lines += _rich_table(header, marked, self.width, self.colour).splitlines()
             return
         add = self._lines.append
         add("┏" + "┳".join("━" * (w + 2) for w in widths) + "┓")
@@ -340,12 +352,12 @@ class _Text:
         if ascii_only and not self.colour:
             # Plain cells of one character a column: padded by `str.format` in one call a row.
             template = "│" + "│".join(f" {{:<{w}}} " for w in widths) + "│"
-            self._lines += [template.format(*text) for text in texts]
+            self._lines += [template.format(*row) for row in rows]
         else:
-            for row, text in zip(rows, texts, strict=True):
+            for r, row in enumerate(rows):
                 cells = []
-                for cell, plain, w in zip(row, text, widths, strict=True):
-                    shown_cell = plain if isinstance(cell, str) else self.styled(plain, cell[1])
+                for n, (plain, w) in enumerate(zip(row, widths, strict=True)):
+                    shown_cell = plain if n not in styles else self.styled(plain, styles[n][r])
                     cells.append(f" {shown_cell}{' ' * (w - measure(plain))} ")
                 add("│" + "│".join(cells) + "│")
         add("└" + "┴".join("─" * (w + 2) for w in widths) + "┘")
