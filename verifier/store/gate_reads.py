@@ -66,7 +66,8 @@ GATE_LINE = (
     "audit",
 )
 
-_RANKED = " ".join(f"WHEN '{status}' THEN {rank}" for status, rank in DECIDING_RANK.items())
+# A finding whose check has no result row: ranked as SQL's CASE ranks a NULL status.
+_UNRANKED = (OTHER_RANK, 0)
 
 
 class _Dialect:
@@ -258,9 +259,11 @@ class GateReads:
     def _sessions_query(self) -> str:
         """A row per session and finding of its shown run (one row with no finding for a
         run without any): one join, where an EXISTS and a query of the findings cost twice
-        as much. The audit result is read only from documents that hold ``"trail"``: the
-        audit check is the one writer of that key, and a JSON writer spells a key of ASCII
-        letters as it is, so every other document is spared the parse of its JSON."""
+        as much. The findings' checks are read (`_ranks`) only for the runs with more
+        than one finding, the ones there is an order to find. The audit result is read
+        only from documents that hold ``"trail"``: the audit check is the one writer of
+        that key, and a JSON writer spells a key of ASCII letters as it is, so every other
+        document is spared the parse of its JSON."""
         shown = "coalesce(s.verdict_run_id, s.latest_run_id)"
         trail = self._dialect.text_at("r.result", "checks", "audit", "details", "trail")
         audit = self._dialect.json_at("r.result", "checks", "audit")
@@ -269,12 +272,9 @@ class GateReads:
             "SELECT s.session_id, s.delivery_status, s.override_status, s.repo_name, "
             f"s.head_commit, s.branch, s.status, s.done, s.ended_at, {shown}, "
             f"CASE WHEN {holds} AND {trail} = 'none' THEN {audit} END, "
-            "f.code, f.message, f.path, f.expected, f.found, "
-            f"CASE c.status {_RANKED} ELSE {OTHER_RANK} END, coalesce(c.ordinal, 0), f.ordinal "
+            "f.code, f.message, f.path, f.expected, f.found, f.check_name, f.ordinal "
             f"FROM sessions s LEFT OUTER JOIN verification_runs r ON r.id = {shown} "
-            "LEFT OUTER JOIN findings f ON f.run_id = r.id "
-            "LEFT OUTER JOIN check_results c "
-            "ON c.run_id = f.run_id AND c.check_name = f.check_name WHERE "
+            "LEFT OUTER JOIN findings f ON f.run_id = r.id WHERE "
         )
 
     def _lines(self, found: dict[str, tuple[Any, ...]], where: str, params: list[Any]) -> None:
@@ -286,8 +286,8 @@ class GateReads:
             sid = row[0]
             if sid in found:
                 continue
-            if row[11] is not None:  # a finding: ranked as `findings.deciding_order` ranks
-                ranked.setdefault(sid, []).append(row[16:19] + row[11:16])
+            if row[11] is not None:  # a finding: its check, its position, what it says
+                ranked.setdefault(sid, []).append(row[16:18] + row[11:16])
             if sid not in lines:
                 done, ended, audit = row[7], row[8], row[10]
                 if ended.__class__ is str:  # SQLite's UTC text, as `_moment` reads it
@@ -311,12 +311,29 @@ class GateReads:
                     (),
                     None if audit is None else json.loads(audit),
                 )
+        several = [lines[sid][9] for sid, items in ranked.items() if len(items) > 1]
+        ranks = self._ranks(several) if several else {}
         for sid, items in ranked.items():
-            if len(items) > 1:
-                items.sort(key=lambda item: item[:3])
             line = lines[sid]
-            lines[sid] = (*line[:10], tuple(Finding(*item[3:]) for item in items), line[11])
+            if len(items) > 1:  # ranked as `findings.deciding_order` ranks, as SQL did
+                run = line[9]
+                items.sort(key=lambda item: (*ranks.get((run, item[0]), _UNRANKED), item[1]))
+            lines[sid] = (*line[:10], tuple(Finding(*item[2:]) for item in items), line[11])
         found.update(lines)
+
+    def _ranks(self, run_ids: Sequence[int]) -> dict[tuple[int, str], tuple[int, int]]:
+        """The rank of each check of `run_ids` (`findings.DECIDING_RANK`, as its status
+        says) and its position, by run and check name."""
+        found: dict[tuple[int, str], tuple[int, int]] = {}
+        for start in range(0, len(run_ids), PER_QUERY):
+            chunk = list(run_ids[start : start + PER_QUERY])
+            statement = (
+                "SELECT run_id, check_name, status, ordinal FROM check_results "
+                f"WHERE run_id IN ({self._dialect.marks(len(chunk))})"
+            )
+            for run_id, check, status, ordinal in self._rows(statement, chunk):
+                found[(run_id, check)] = (DECIDING_RANK.get(status, OTHER_RANK), ordinal or 0)
+        return found
 
     def _rows(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         with self._driver_errors():
