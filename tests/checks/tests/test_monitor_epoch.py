@@ -78,3 +78,55 @@ def test_a_hook_implementations_code_swapped_after_clean_reports_is_found(
     assert (
         "monitor: hook-injected at line 5: pytest_runtest_setup implemented by the tree's code"
     ) in found, found
+
+
+# What the monitor passes over whole while nothing changed (the key hooks' callers, their
+# implementations, functions and plugins, compared by identity) must not hide a change no
+# audit event announces: an attribute of pytest's own objects set, a list of them grown.
+# Each change is undone at the test's teardown, before the session's end is checked: only
+# the check at test_subtract's report can find it.
+REACH_HOOK = (
+    "def _setup(item):\n"
+    "    pass\n\n\n"
+    "def _undo_at_teardown(config, undo):\n"
+    "    state = config.pluginmanager.get_plugin('session')._setupstate\n"
+    "    state.addfinalizer(undo, list(state.stack)[-1])\n\n\n"
+    "def subtract(a, b):\n"
+    "    import sys\n"
+    "    config = sys.modules['_verifier_pytest_reporter']._configs[0]\n"
+    "    caller = config.pluginmanager.hook.pytest_runtest_setup\n"
+)
+
+
+def _found_after_reach(repo: GitRepo, body: str) -> str:
+    """The monitor's findings, one a line, for a subtract() that runs `REACH_HOOK` and `body`."""
+    return "\n".join(_found(_verdict(repo, FIXED_ADD + REACH_HOOK + body + "    return a - b\n")))
+
+
+def test_a_hook_implementations_function_set_after_clean_reports_is_found(
+    repo: GitRepo,
+) -> None:
+    """test_add's report finds the key hooks as they were; test_subtract then sets the
+    function of one of pytest's implementations to the tree's (no code is assigned), and
+    puts it back at its teardown."""
+    found = _found_after_reach(
+        repo,
+        "    impl = [i for i in caller._hookimpls\n"
+        "            if i.plugin is sys.modules['_pytest.threadexception']][0]\n"
+        "    was, impl.function = impl.function, _setup\n"
+        "    _undo_at_teardown(config, lambda: setattr(impl, 'function', was))\n",
+    )
+    assert "pytest_runtest_setup: an implementation's function was replaced" in found, found
+
+
+def test_a_hook_implementation_added_after_clean_reports_is_found(repo: GitRepo) -> None:
+    """test_subtract appends an implementation of a plugin pytest never registered to a
+    key hook's list, after reports that found the list as it was, and takes it out at
+    its teardown."""
+    found = _found_after_reach(
+        repo,
+        "    impl = caller._hookimpls[0]\n"
+        "    caller._hookimpls.append(type(impl)(object(), 'x', _setup, impl.opts))\n"
+        "    _undo_at_teardown(config, caller._hookimpls.pop)\n",
+    )
+    assert "pytest_runtest_setup implemented by a plugin pytest did not register" in found, found

@@ -49,7 +49,9 @@ from __future__ import annotations
 
 import _thread
 import hashlib
+import itertools
 import json
+import operator
 import os
 import sys
 import sysconfig
@@ -370,6 +372,7 @@ class Classifier:
         )
         self.trusted: set[str] = set()  # tree files of plugins pytest itself loaded by name
         self.cache: dict[str, tuple[str, str]] = {}
+        self.passing: set[str] = set()  # the files whose frames `refusal` let through
         self.realpath = os.path.realpath
         self.isabs = os.path.isabs
 
@@ -473,15 +476,22 @@ def refusal(frame: Any, classify: Classifier) -> tuple[str, str, int] | None:
     not call from our entry; None when it may."""
     if frame is None or classify(frame.f_code.co_filename)[0] != "ours":
         return ("unknown", "", 0) if frame is None else _named(frame, classify)
+    # The files whose frames were let through: a file's kind never changes and the
+    # trusted files only grow, so one let through once always is (one set lookup a frame
+    # of a stack some 45 deep, at every line).
+    passing = classify.passing
     last = frame
     while frame is not None:
-        kind, path = classify(frame.f_code.co_filename)
-        passed_on = kind == "stdlib" and path.startswith(RUNNER_STDLIB)
-        if not passed_on and (
-            kind in ("stdlib", "import", "unknown")
-            or (kind == "tree" and path not in classify.trusted)
-        ):
-            return kind, path, frame.f_lineno
+        filename = frame.f_code.co_filename
+        if filename not in passing:
+            kind, path = classify(filename)
+            passed_on = kind == "stdlib" and path.startswith(RUNNER_STDLIB)
+            if not passed_on and (
+                kind in ("stdlib", "import", "unknown")
+                or (kind == "tree" and path not in classify.trusted)
+            ):
+                return kind, path, frame.f_lineno
+            passing.add(filename)
         last, frame = frame, frame.f_back
     if classify(last.f_code.co_filename)[0] != "ours":
         return _named(last, classify)
@@ -541,6 +551,9 @@ def install(fd: int, folder: str) -> None:
     getcwd, realpath, isabs, join = os.getcwd, os.path.realpath, os.path.isabs, os.path.join
     modules, get_pid, exact_int, module_type = sys.modules, os.getpid, int, types.ModuleType
     transparent, max_events, missing = TRANSPARENT, MAX_EVENTS, _MISSING
+    is_, repeat, chain, dict_get = operator.is_, itertools.repeat, itertools.chain, dict.get
+    get_function, get_plugin = operator.attrgetter("function"), operator.attrgetter("plugin")
+    get_hookexec, get_impls = operator.attrgetter("_hookexec"), operator.attrgetter("_hookimpls")
     if encode_str is None:  # a Python without the C accelerator: the pure one, bound now
         encode_str = json.encoder.py_encode_basestring_ascii
     rules: dict[str, tuple[Any, ...]] = {}
@@ -555,6 +568,7 @@ def install(fd: int, folder: str) -> None:
             tuple(rule.get("prefixes", ())),
         )
     watched = frozenset(rules) | {"verifier.send", "verifier.plugin", "verifier.outcome"}
+    getattr_names = rules["object.__getattr__"][5]
     pid = str(get_pid())
     proc_paths = tuple(p.replace("{pid}", pid) for p in EVENTS["open"]["paths"])
     fd_lists = frozenset(p.replace("{pid}", pid) for p in EVENTS["os.listdir"]["paths"])
@@ -597,6 +611,39 @@ def install(fd: int, folder: str) -> None:
     # trusted files). The references keep the ids from being reused.
     clean: dict[int, tuple[Any, Any, Any, int]] = {}
     snapshot_epoch = [-1]  # the epoch at which the snapshot's code was last found intact
+    # KEY_HOOKS as `verify` last found them with nothing wrong in any: (the epoch, the
+    # callers, their hook calling, how many implementations each has, the implementations,
+    # their functions, their plugins). The same objects at the same epoch would be found
+    # the same, and are compared by identity only, in C (`unchanged`): the check one by
+    # one, with an ``id()`` an implementation (an audit event each), cost 20 µs a report.
+    clean_state: list[tuple[Any, ...]] = []
+    suspected = [0]  # calls of `suspect`, each time, whether or not it was said before
+
+    def unchanged(hooks: Any, epoch: int, caller_type: Any, impl_type: Any) -> bool:
+        """Whether KEY_HOOKS in `hooks` are as in `clean_state`. Each object's type is
+        checked to be pluggy's before any attribute of it is read."""
+        if not clean_state or type(hooks) is not dict:
+            return False
+        was, callers, callings, counts, impls, functions, plugins = clean_state[0]
+        if was != epoch:
+            return False
+        now = tuple(map(dict_get, repeat(hooks), KEY_HOOKS))
+        if not (
+            all(map(is_, now, callers))
+            and all(map(is_, map(type, now), repeat(caller_type)))
+            and all(map(is_, map(get_hookexec, now), callings))
+        ):
+            return False
+        lists = tuple(map(get_impls, now))
+        if not all(map(is_, map(type, lists), repeat(list))) or tuple(map(len, lists)) != counts:
+            return False
+        flat = tuple(chain(*lists))
+        return (
+            all(map(is_, flat, impls))
+            and all(map(is_, map(type, flat), repeat(impl_type)))
+            and all(map(is_, map(get_function, flat), functions))
+            and all(map(is_, map(get_plugin, flat), plugins))
+        )
 
     def put(data: bytes) -> None:
         view = memoryview(data)
@@ -632,6 +679,7 @@ def install(fd: int, folder: str) -> None:
             put(mac.encode("ascii") + b" " + body + b"\n")
 
     def suspect(what: str, detail: str, path: str = "", line: int = 0) -> None:
+        suspected[0] += 1
         mark = (what, path, line, detail)
         if mark in seen:
             return
@@ -744,25 +792,41 @@ def install(fd: int, folder: str) -> None:
         manager = config.pluginmanager
         hookexec = hookexec_function
         hooks = vars(config.hook)
+        if not everything and unchanged(hooks, epoch, caller_type, impl_type):
+            return  # every key hook as it was when nothing was wrong with any
+        flagged = suspected[0]
+        # What this pass reads, kept as `clean_state` if it finds nothing wrong.
+        record: tuple[list[Any], ...] = ([], [], [], [], [], [])
+        callers, callings, counts, impls_seen, functions, plugins = record
+        exact = True
         for name in list(hooks) if everything else KEY_HOOKS:
             caller = hooks.get(name)
+            callers.append(caller)
             if caller is None:
                 continue
             if type(caller) is not caller_type:
                 suspect("hook-replaced", f"{name}: its hook caller was replaced")
                 continue
             calling = caller._hookexec
+            callings.append(calling)
             if (
                 type(calling) is not types.MethodType
                 or calling.__self__ is not manager
                 or calling.__func__ is not hookexec
             ):
                 suspect("hook-replaced", f"{name}: its hook calling was replaced")
-            for impl in list(caller._hookimpls):
+            now = caller._hookimpls
+            exact &= type(now) is list  # what `unchanged` compares
+            listed = list(now)
+            counts.append(len(listed))
+            for impl in listed:
                 if type(impl) is not impl_type:
                     suspect("hook-injected", f"{name}: an implementation pytest did not make")
                     continue
                 function, plugin = impl.function, impl.plugin
+                impls_seen.append(impl)
+                functions.append(function)
+                plugins.append(plugin)
                 known = clean.get(id(impl))
                 if (
                     known is not None
@@ -794,6 +858,8 @@ def install(fd: int, folder: str) -> None:
                     suspect("hook-injected", f"{name} implemented by the tree's code", path, line)
                 else:
                     clean[id(impl)] = (impl, function, plugin, epoch)
+        if not everything and exact and suspected[0] == flagged and None not in callers:
+            clean_state[:] = [(epoch, *(tuple(part) for part in record))]
         if everything:
             for plugin in list(vars(manager).get("_name2plugin", {}).values()):
                 if plugin is not None and id(plugin) not in approved:
@@ -870,7 +936,13 @@ def install(fd: int, folder: str) -> None:
         seal(event_data)
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
-        if event == "object.__setattr__" and len(args) > 1 and _text(args[1]) == "__code__":
+        if event == "object.__getattr__":
+            # The hottest event by far (every frame's f_code read, ours walking the stack
+            # above all): an attribute name its rule does not list ends here, before any
+            # other work. Only a plain str is judged here; anything else goes the long way.
+            if len(args) > 1 and type(args[1]) is str and args[1] not in getattr_names:
+                return
+        elif event == "object.__setattr__" and len(args) > 1 and _text(args[1]) == "__code__":
             code_epoch[0] += 1  # whoever assigns it, ours or not: before anything returns
         if event not in watched:
             return
