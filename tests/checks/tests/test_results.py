@@ -307,3 +307,26 @@ def test_the_channel_reads_a_writer_of_many_small_lines_whole_and_in_batches() -
             assert channel.reads < 1000, channel.reads  # 2,000 pauses of the writer
         else:
             assert data == expected[:1000] and channel.overflowed
+
+
+def test_the_channel_wakes_seldom_for_a_slow_writer_and_ends_with_it() -> None:
+    """A suite of slow tests writes a line now and then: after a read of a few bytes the
+    channel waits `IDLE_S`, not `BATCH_S` (a read at every line, 50 a second), and
+    `close` ends that wait at once: every line is there."""
+    lines = 60
+    script = (
+        "import os, sys, time\n"
+        "fd = int(sys.argv[1])\n"
+        f"for i in range({lines}):\n"
+        "    os.write(fd, b'%06d {}\\n' % i)\n"
+        "    time.sleep(0.02)\n"
+    )
+    read_fd, write_fd = os.pipe()
+    channel = Channel(read_fd)
+    writer = subprocess.Popen([sys.executable, "-c", script, str(write_fd)], pass_fds=[write_fd])
+    os.close(write_fd)
+    assert writer.wait(120) == 0
+    data = channel.close(wait_s=30)
+    assert data == b"".join(b"%06d {}\n" % i for i in range(lines))
+    # A read at each line, each followed by a wait of BATCH_S, is about `lines` reads.
+    assert channel.reads < lines / 2, channel.reads

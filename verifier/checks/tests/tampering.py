@@ -362,12 +362,14 @@ def _scan_file(
     lines = _lines(data)
     regexes = [p for p in wanted if p.kind == "regex"]
     if regexes:
-        new = _new_lines_of_text(lines, base)
+        new: set[int] | None = None  # what is new: only asked once a pattern matched
         text = "\n".join(lines)
         for pattern in regexes:
             assert pattern.regex is not None
             for match in pattern.regex.finditer(text):
                 line = text.count("\n", 0, match.start()) + 1
+                if new is None:
+                    new = _new_lines_of_text(lines, base)
                 if line in new:
                     hits.append(_Hit(path, line, pattern, _snippet(lines, line)))
     python = [p for p in wanted if p.kind in PYTHON_KINDS]
@@ -379,12 +381,18 @@ def _scan_file(
             _note(notes, f"{path}: not scanned for tampering, not parseable Python ({reason})")
         else:
             found = _PythonFile(tree)
-            base_tree = _parsed(base)
-            changed = _new_lines_of_python(tree, lines, base_tree, base)
-            rebound = found.rebound(None if base_tree is None else _PythonFile(base_tree))
-            for pattern in python:
+            matches = [sorted(found.hits(p), key=lambda h: h.line) for p in python]
+            # What is new relative to the base decides only among matches: a file that
+            # matches nothing (most) needs neither the base parsed nor its statements.
+            changed: set[int] = set()
+            rebound: set[str] = set()
+            if any(matches):
+                base_tree = _parsed(base)
+                changed = _new_lines_of_python(tree, lines, base_tree, base)
+                rebound = found.rebound(None if base_tree is None else _PythonFile(base_tree))
+            for pattern, matched in zip(python, matches, strict=True):
                 seen: set[int] = set()
-                for hit in sorted(found.hits(pattern), key=lambda h: h.line):
+                for hit in matched:
                     evidence = list(hit.evidence)
                     fresh = not changed.isdisjoint(evidence) or found.uses(evidence, rebound)
                     if hit.line in seen or not fresh:
