@@ -11,7 +11,7 @@ import pytest
 
 from tests.support import geminicli
 from tests.support.gitrepo import GitRepo
-from tests.support.sessions import config_toml
+from tests.support.sessions import calc_repo, config_toml
 from verifier import resources
 from verifier.app import adapters
 from verifier.app import geminicli as app
@@ -27,19 +27,30 @@ FIX = {
 }
 
 
-@pytest.fixture
-def stored(repo: GitRepo, tmp_path: Path, db_url: str) -> Iterator[Store]:
-    """One real gemini-cli session (a legacy model), imported and stored."""
+@pytest.fixture(scope="module")
+def session(tmp_path_factory: pytest.TempPathFactory) -> tuple[GitRepo, Path]:
+    """One real gemini-cli session (a legacy model): its repository and transcript, run
+    once for the module's tests (each stores it in a store of its own; nothing here
+    changes the repository or the transcript)."""
+    tmp = tmp_path_factory.mktemp("session")
+    repo = calc_repo(tmp / "calc")
     turns = [
         geminicli.turn({"write_todos": {"todos": [{"description": "fix", "status": "completed"}]}}),
         geminicli.turn({"replace": FIX}),
         geminicli.turn({"mcp_tracker_close": {"id": 7}}),
         geminicli.turn("Fixed."),
     ]
-    ran = geminicli.session(repo.path, tmp_path / "home", turns, model=geminicli.LEGACY_MODEL)
+    ran = geminicli.session(repo.path, tmp / "home", turns, model=geminicli.LEGACY_MODEL)
     assert ran.transcript is not None, ran.stderr[-2000:]
+    return repo, ran.transcript
+
+
+@pytest.fixture
+def stored(session: tuple[GitRepo, Path], tmp_path: Path, db_url: str) -> Iterator[Store]:
+    """The session imported and stored."""
+    repo, transcript = session
     config = Config.load(config_toml(tmp_path, repo), environ={})
-    report = app.import_transcript(config, ran.transcript, repo.path).report
+    report = app.import_transcript(config, transcript, repo.path).report
     with Store.open(db_url) as store:
         store.ingest(report)
         yield store

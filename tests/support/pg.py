@@ -58,9 +58,9 @@ def _drop(url: str, name: str) -> None:
 class _Drops:
     """A test's database is dropped behind its back: ``DROP DATABASE`` waits for the
     checkpoint it forces, about a second on this server, which the test (and the worker's
-    next one) used to wait out. Two drops at once share a checkpoint. `wait` (at the end
-    of the worker's session, before its templates go) waits for every drop and raises
-    the first that failed."""
+    next one) used to wait out. Drops at once share a checkpoint: four threads drained 8 in
+    1 s, two in 5.9 s. `wait` (at the end of the worker's session, before its templates
+    go) waits for every drop and raises the first that failed."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -70,7 +70,7 @@ class _Drops:
     def drop(self, url: str, name: str) -> None:
         with self._lock:
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="drop-db")
+                self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="drop-db")
             self._pending.append(self._pool.submit(_drop, url, name))
 
     def wait(self) -> None:
