@@ -22,13 +22,15 @@ install: $(STAMP)
 
 # uv, pinned and installed into the venv by pip, installs the project and its dev extras:
 # a fresh clone's install took 2 min with pip (one download after another), seconds with
-# uv. Where uv cannot be had (no wheel for the platform, say), pip does it all.
+# uv. Where uv cannot be had (no wheel for the platform, say), pip does it all. Either way
+# the venv's pip is brought up to date (tests/test_packaging.py builds and installs with it).
 UV_VERSION := 0.13.9
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	if $(BIN)/python -m pip install --quiet uv==$(UV_VERSION); then \
-		UV_LINK_MODE=copy $(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[dev]'; \
+		UV_LINK_MODE=copy $(BIN)/uv pip install --quiet --python $(BIN)/python \
+			--upgrade-package pip -e '.[dev]' pip; \
 	else \
 		$(BIN)/python -m pip install --quiet --upgrade pip && \
 		$(BIN)/python -m pip install --quiet -e '.[dev]'; \
