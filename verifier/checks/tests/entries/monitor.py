@@ -315,6 +315,7 @@ KEY_OBJECTS = (
     "_verifier_pytest_reporter:_send",
     "_verifier_pytest_reporter:_report",
     "_verifier_pytest_reporter:pytest_runtest_logreport",
+    "_verifier_pytest_reporter:pytest_report_teststatus",
     "_verifier_pytest_reporter:pytest_collectreport",
     "_verifier_pytest_reporter:pytest_sessionfinish",
 )

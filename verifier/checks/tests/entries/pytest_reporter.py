@@ -94,8 +94,26 @@ def pytest_configure(config: pytest.Config) -> None:
     _send({"event": "start", "pytest": pytest.__version__}, config)
 
 
+# The last answer of `pytest_report_teststatus`, with the report it was for: the terminal
+# asks it for every report just before us, so that answer is what its summary counts, and
+# asking again would cost a second call of the hook at every report (about 15 µs).
+_status: list[tuple[Any, Any]] = []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_report_teststatus(report: Any, config: pytest.Config) -> Any:
+    outcome = yield
+    if outcome.excinfo is None:
+        _status[:] = [(report, outcome.get_result())]
+
+
 def _report(report: pytest.CollectReport | pytest.TestReport, config: pytest.Config) -> None:
-    status = config.hook.pytest_report_teststatus(report=report, config=config)
+    known = _status[0] if _status else None
+    _status.clear()
+    if known is not None and known[0] is report:
+        status = known[1]
+    else:  # no terminal asked (``-p no:terminal``), or not last: ask ourselves
+        status = config.hook.pytest_report_teststatus(report=report, config=config)
     category = status[0] if isinstance(status, tuple) and status else ""
     _send(
         {
@@ -127,6 +145,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     yield
 
 
+@pytest.hookimpl(trylast=True)  # after the terminal's, whose question we reuse
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     # A passed setup or teardown tells nothing the call's report does not: the test
     # is known by its call, and neither counts in the summary. Two lines in three
@@ -135,6 +154,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         _report(report, _configs[0])
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collectreport(report: pytest.CollectReport) -> None:
     # Only what the summary and the JUnit report count: a collection error or skip.
     if report.outcome != "passed" and _configs:
