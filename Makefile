@@ -1,4 +1,7 @@
 # Every target creates .venv when it is missing, so each works on a fresh clone.
+# Two jobs: on a fresh clone `make test` installs the venv and gemini-cli side by side (both
+# mostly wait on the network); the recipes themselves run one line after another.
+MAKEFLAGS += -j2
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
