@@ -243,11 +243,60 @@ def _read_only_sqlite(parsed: URL) -> Engine:
     return create_engine(f"sqlite:///{path}", creator=lambda: connect_read_only_sqlite(path))
 
 
-def _migrate(engine: Engine) -> None:
-    from alembic import command
-    from alembic.util import CommandError
+# The triggers the migrations put on SQLite's append-only tables (0004: admin_log, 0006:
+# verdict_overrides), in their words: the models cannot say them.
+SQLITE_APPEND_ONLY = ("admin_log", "verdict_overrides")
 
+
+def _empty_sqlite(connection: Connection) -> bool:
+    """True when the SQLite database holds nothing at all: no table, index, view or trigger."""
+    return connection.exec_driver_sql("SELECT count(*) FROM sqlite_master").scalar() == 0
+
+
+def _create_at_head(connection: Connection) -> None:
+    """Create a new, empty SQLite database at `HEAD_REVISION` from the models, and stamp it.
+
+    Alembic's cookbook ("Building an Up to Date Database from Scratch"): what the
+    migrations would do, without their table copies or loading them (13 ms of CPU
+    instead of 84 ms with Alembic loaded), nor importing Alembic (a fresh process's
+    first store: 0.53 s instead of 0.98 s). The version table is Alembic's, written
+    here: `command.stamp` would import Alembic. The models keep their columns in the
+    migrated order, and tests/store/test_migrations.py holds a store made this way
+    identical, in all SQLite keeps (columns, indexes, keys, triggers, SQL, rows), to
+    one migrated step by step; a database with anything in it is migrated as before.
+    Runs in `migration_connection`'s transaction: two processes creating one file
+    go one after the other, and the foreign keys are checked before commit.
+    """
+    from sqlalchemy import Column, MetaData, PrimaryKeyConstraint, String, Table
+
+    from verifier.store.models import Base
+
+    Base.metadata.create_all(connection, checkfirst=False)
+    for table in SQLITE_APPEND_ONLY:
+        for event_name in ("UPDATE", "DELETE"):
+            connection.exec_driver_sql(
+                f"CREATE TRIGGER {table}_no_{event_name.lower()} BEFORE {event_name} ON {table} "
+                f"BEGIN SELECT RAISE(ABORT, '{table} is append-only'); END"
+            )
+    # Alembic's version table, as its DefaultImpl.version_table_impl defines it.
+    version = Table(
+        "alembic_version",
+        MetaData(),
+        Column("version_num", String(32), nullable=False),
+        PrimaryKeyConstraint("version_num", name="alembic_version_pkc"),
+    )
+    version.create(connection)
+    connection.execute(version.insert().values(version_num=HEAD_REVISION))
+
+
+def _migrate(engine: Engine) -> None:
     with migration_connection(engine) as connection, _ALEMBIC_COMMAND:
+        if engine.dialect.name == "sqlite" and _empty_sqlite(connection):
+            _create_at_head(connection)
+            return
+        from alembic import command
+        from alembic.util import CommandError
+
         try:
             command.upgrade(alembic_config(connection), "head")
         except CommandError as exc:

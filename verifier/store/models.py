@@ -32,6 +32,7 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     MetaData,
+    PrimaryKeyConstraint,
     String,
     Text,
     TypeDecorator,
@@ -99,7 +100,6 @@ class SessionModel(Base):
     repo_name: Mapped[str] = mapped_column(Text)
     base_commit: Mapped[str] = mapped_column(String(64))
     head_commit: Mapped[str | None] = mapped_column(String(64))
-    branch: Mapped[str | None] = mapped_column(Text)
     raw_status: Mapped[str] = mapped_column(Text)  # as the agent wrote it
     status: Mapped[str] = mapped_column(Text)  # canonical
     done: Mapped[bool] = mapped_column(Boolean)
@@ -110,6 +110,9 @@ class SessionModel(Base):
     report: Mapped[bytes | None] = mapped_column(LargeBinary, deferred=True)
     report_sha256: Mapped[str] = mapped_column(String(64))
     ingested_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # Columns are in the order the migrations left them (added ones last), so that a new
+    # SQLite store created from these models is the migrated one (engine.create_at_head).
+    branch: Mapped[str | None] = mapped_column(Text)
     pruned_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # The current verdict, kept with each run: pending (no run yet), delivered,
     # not_delivered (the latest conclusive run), or inconclusive (no conclusive run).
@@ -366,14 +369,16 @@ class WitnessedEntryModel(Base):
     """
 
     __tablename__ = "witnessed_entries"
+    __table_args__ = (PrimaryKeyConstraint("session_id", "agent", "idx"),)
 
     session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
-    # The agent of the token that posted it; "" for a token bound to no agent.
-    agent: Mapped[str] = mapped_column(Text, primary_key=True, server_default="")
     idx: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     entry_hash: Mapped[str] = mapped_column(String(64))
     entry: Mapped[bytes] = mapped_column(LargeBinary, deferred=True)
     received_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # The agent of the token that posted it; "" for a token bound to no agent. Last, as
+    # migration 0008 left it; the primary key's order is (session_id, agent, idx).
+    agent: Mapped[str] = mapped_column(Text, primary_key=True, server_default="")
 
 
 class TaskModel(Base):
