@@ -224,3 +224,35 @@ def test_an_old_line_called_from_a_line_the_session_wrote_is_reported_at_that_li
     data = run(tmp_path, {"target.py": target}, extra=settings)
     built = [e for e in read_monitor(data) if e.what == "code-built"]
     assert built and {(e.file, e.line) for e in built} == {("target.py", 8)}
+
+
+@pytest.mark.parametrize("name", ["__defaults__", "__kwdefaults__"])
+def test_a_functions_defaults_replaced_by_the_tree_are_reported(tmp_path: Path, name: str) -> None:
+    """What a function does with the arguments it is not given (`pytest.approx`'s `abs`)."""
+    value = "(2,)" if name == "__defaults__" else "{'b': 2}"
+    data = run(tmp_path, {"target.py": f"def f(a=1, *, b=1):\n    pass\n\n\nf.{name} = {value}\n"})
+
+    seen = read_monitor(data)
+    assert [(e.what, e.file, e.detail) for e in seen] == [
+        ("code-replaced", "target.py", f"a function's {name} replaced")
+    ]
+
+
+def test_every_key_object_resolves_under_the_pytest_we_run() -> None:
+    """A key object this pytest spells otherwise would be skipped, so never checked
+    (`_pytest.python_api` is `_pytest.approx` and `_pytest.raises` since pytest 8.4/9)."""
+    from _pytest.config import default_plugins
+
+    for plugin in default_plugins:
+        __import__(f"_pytest.{plugin}")
+    ours = "_verifier_pytest_reporter:"  # ours, loaded by our entry only
+    unresolved = set()
+    for key in monitor.KEY_OBJECTS:
+        where = monitor._resolve(key, sys.modules)
+        if not key.startswith(ours) and (where is None or where[1] not in where[0]):
+            unresolved.add(key)
+    # Only older pytests have these (pytest 9 inlines the first, moved the second).
+    assert unresolved == {
+        "_pytest.runner:call_runtest_hook",
+        "_pytest.terminal:build_summary_stats_line",
+    }

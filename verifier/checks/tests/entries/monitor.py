@@ -90,7 +90,9 @@ EVENTS: dict[str, dict[str, Any]] = {
         "detail": "a function's {name} replaced",
         "scope": "tree",
         "through": "stdlib",
-        "names": ["__code__"],
+        # What a function does with the arguments it is given: its code and its defaults.
+        # (An attribute set on, or deleted from, a class of KEY_MODULES is `on_setattr`'s.)
+        "names": ["__code__", "__defaults__", "__kwdefaults__"],
         # `unittest.mock` sets `__code__` while it is imported: not the tree's doing.
         "imports": False,
     },
@@ -255,7 +257,8 @@ MAX_EVENTS = 200
 # the same code) at every test's report and at the session's end as when pytest was
 # configured: pytest's test protocol, report making, the summary's counting, the
 # assertion helpers tests call, our reporter, and pluggy's hook calling.
-# "module:qualified.name", read from the module's or the class's own dict.
+# "module:qualified.name", read from the module's or the class's own dict; "a|b:name", the
+# module as one pytest or the other spells it (pytest 9 moved approx out of python_api).
 KEY_OBJECTS = (
     "_pytest.runner:runtestprotocol",
     "_pytest.runner:call_and_report",
@@ -276,12 +279,11 @@ KEY_OBJECTS = (
     "_pytest.python:pytest_pyfunc_call",
     "_pytest.python:Function.runtest",
     "_pytest.python:Function.setup",
-    "_pytest.python_api:approx",
-    "_pytest.python_api:ApproxScalar.__eq__",
-    "_pytest.python_api:ApproxMapping.__eq__",
-    "_pytest.python_api:ApproxSequenceLike.__eq__",
-    "_pytest.python_api:raises",
-    "_pytest.raises:raises",
+    "_pytest.approx|_pytest.python_api:approx",
+    "_pytest.approx|_pytest.python_api:ApproxScalar.__eq__",
+    "_pytest.approx|_pytest.python_api:ApproxMapping.__eq__",
+    "_pytest.approx|_pytest.python_api:ApproxSequenceLike.__eq__",
+    "_pytest.raises|_pytest.python_api:raises",
     "_pytest.outcomes:fail",
     "_pytest.outcomes:skip",
     "_pytest.outcomes:xfail",
@@ -296,6 +298,7 @@ KEY_OBJECTS = (
     "_pytest.terminal:TerminalReporter.pytest_runtest_logreport",
     "_pytest.terminal:pytest_report_teststatus",
     "_pytest.terminal:build_summary_stats_line",
+    "_pytest.terminal:TerminalReporter.build_summary_stats_line",
     "_pytest.junitxml:LogXML.pytest_runtest_logreport",
     "_pytest.junitxml:LogXML.pytest_sessionfinish",
     "_pytest.config:PytestPluginManager.register",
@@ -318,6 +321,50 @@ KEY_OBJECTS = (
     "_verifier_pytest_reporter:pytest_report_teststatus",
     "_verifier_pytest_reporter:pytest_collectreport",
     "_verifier_pytest_reporter:pytest_sessionfinish",
+)
+# The modules whose classes and globals a test's outcome depends on: an attribute set on or
+# deleted from one of their classes (an audited event) is reported when it happens; their
+# globals (a module's setattr raises no event: `_pytest.runner.pytest_runtest_call` calls
+# `_update_current_test_var`, a global of no KEY_OBJECTS) are compared, by identity, at every
+# report and at the session's end with what they were when pytest was configured.
+KEY_MODULES = (
+    "_pytest.runner",
+    "_pytest.reports",
+    "_pytest.python",
+    "_pytest.python_api",
+    "_pytest.approx",
+    "_pytest.raises",
+    "_pytest.outcomes",
+    "_pytest.skipping",
+    "_pytest.unittest",
+    "_pytest.terminal",
+    "_pytest.junitxml",
+    "_pytest.main",
+    "pluggy._manager",
+    "pluggy._hooks",
+    "pluggy._callers",
+    "pluggy._result",
+    "_verifier_pytest_reporter",
+)
+# The packages whose classes are key classes (of KEY_OBJECTS' classes and their bases).
+KEY_PACKAGES = ("_pytest.", "pluggy.", "unittest.case")
+# Globals Python itself adds to a module: warnings' registry of a warning its code issued.
+MODULE_NOISE = frozenset({"__warningregistry__"})
+# Class attributes pytest itself adds after the monitor starts: legacypath's properties and
+# methods (`pytest_load_initial_conftests`, with a MonkeyPatch), and the mark of a node
+# class warned about once. Accepted only with a value of pytest's: True, or a function or
+# property of code in pytest's files.
+PYTEST_ADDS = frozenset(
+    {
+        "fspath",
+        "startdir",
+        "invocation_dir",
+        "rootdir",
+        "inifile",
+        "makedir",
+        "_getini_unknown_type",
+        "_pytest_diamond_inheritance_warning_shown",
+    }
 )
 # Hooks whose implementations decide a test's outcome or its counting: at every report
 # each implementation must belong to a plugin pytest registered, and be the function
@@ -427,6 +474,8 @@ def actor(frame: Any, classify: Classifier, through: str, transparent: frozenset
             return ("test" if kind == "test" else "tree"), path, frame.f_lineno, imported, frame
         if kind == "import":
             imported = True
+        elif through == "any":
+            pass  # a class of pytest's changed: whoever it was called by, outside pytest
         elif kind != "stdlib" or (through == "direct" and (path, code.co_name) not in transparent):
             return None
         frame = frame.f_back
@@ -514,9 +563,20 @@ def _text(value: Any) -> str | None:
 
 
 def _resolve(key: str, modules: dict[str, Any]) -> tuple[Any, str] | None:
-    """``(namespace, name)`` of "module:qualified.name": the dict the object lives in."""
-    module_name, _, qualname = key.partition(":")
-    obj = modules.get(module_name, _MISSING)
+    """``(namespace, name)`` of "module:qualified.name": the dict the object lives in (of
+    the first of "a|b" that is imported)."""
+    holder = _holder(key, modules)
+    return None if holder is None else (vars(holder[0]), holder[1])
+
+
+def _holder(key: str, modules: dict[str, Any]) -> tuple[Any, str] | None:
+    """``(module or class, name)`` of "module:qualified.name"."""
+    module_names, _, qualname = key.partition(":")
+    obj: Any = _MISSING
+    for module_name in module_names.split("|"):
+        obj = modules.get(module_name, _MISSING)
+        if obj is not _MISSING:
+            break
     parts = qualname.split(".")
     for part in parts[:-1]:
         if obj is _MISSING:
@@ -524,7 +584,7 @@ def _resolve(key: str, modules: dict[str, Any]) -> tuple[Any, str] | None:
         obj = vars(obj).get(part, _MISSING)
     if obj is _MISSING:
         return None
-    return vars(obj), parts[-1]
+    return obj, parts[-1]
 
 
 def _code(obj: Any) -> Any:
@@ -554,6 +614,7 @@ def install(fd: int, folder: str) -> None:
     transparent, max_events, missing = TRANSPARENT, MAX_EVENTS, _MISSING
     is_, repeat, chain, dict_get = operator.is_, itertools.repeat, itertools.chain, dict.get
     get_function, get_plugin = operator.attrgetter("function"), operator.attrgetter("plugin")
+    get_values = operator.methodcaller("values")
     get_hookexec, get_impls = operator.attrgetter("_hookexec"), operator.attrgetter("_hookimpls")
     if encode_str is None:  # a Python without the C accelerator: the pure one, bound now
         encode_str = json.encoder.py_encode_basestring_ascii
@@ -568,7 +629,12 @@ def install(fd: int, folder: str) -> None:
             frozenset(rule.get("names", ())),
             tuple(rule.get("prefixes", ())),
         )
-    watched = frozenset(rules) | {"verifier.send", "verifier.plugin", "verifier.outcome"}
+    watched = frozenset(rules) | {
+        "verifier.send",
+        "verifier.plugin",
+        "verifier.outcome",
+        "object.__delattr__",
+    }
     getattr_names = rules["object.__getattr__"][5]
     pid = str(get_pid())
     proc_paths = tuple(p.replace("{pid}", pid) for p in EVENTS["open"]["paths"])
@@ -750,6 +816,40 @@ def install(fd: int, folder: str) -> None:
             space, attr = where
             obj = space.get(attr, missing)
             snapshot.append((space, attr, obj, _code(obj), name))
+    # The key classes, by id: (the class, its name): those KEY_OBJECTS are read from and
+    # their bases, and every class of approx's module (its tolerances are class attributes).
+    key_types: dict[int, tuple[Any, str]] = {}
+    covered: dict[int, set[str]] = {}  # id(module or class) -> its names of KEY_OBJECTS
+    for name in KEY_OBJECTS:
+        holder = _holder(name, modules)
+        if holder is not None:
+            covered.setdefault(id(holder[0]), set()).add(holder[1])
+        if holder is not None and isinstance(holder[0], type):
+            for cls in holder[0].__mro__:
+                if vars(cls).get("__module__", "").startswith(KEY_PACKAGES):
+                    key_types[id(cls)] = (cls, f"{vars(cls)['__module__']}.{cls.__qualname__}")
+    # The namespaces compared at every check: [the dict (a module's, a key class's), its
+    # values, its names, what it is, its names of KEY_OBJECTS (the snapshot's, reported
+    # there)]; flat, the values and the sizes of them all.
+    spaces: list[list[Any]] = []
+    for module_name in KEY_MODULES:
+        module = modules.get(module_name)
+        if type(module) is not module_type:
+            continue
+        space = vars(module)
+        spaces.append(
+            [space, list(space.values()), list(space), module_name, covered.get(id(module), ())]
+        )
+        if module_name in ("_pytest.approx", "_pytest.python_api"):
+            for value in list(space.values()):
+                if isinstance(value, type) and vars(value).get("__module__") == module_name:
+                    key_types[id(value)] = (value, f"{module_name}.{value.__qualname__}")
+    for cls, label in key_types.values():
+        space = vars(cls)
+        spaces.append([space, list(space.values()), list(space), label, covered.get(id(cls), ())])
+    namespaces = tuple(state[0] for state in spaces)
+    space_values: list[Any] = [list(chain(*(state[1] for state in spaces))), None]
+    space_values[1] = tuple(map(len, namespaces))
     manager_type = (
         vars(modules["pluggy._manager"]).get("PluginManager")
         if "pluggy._manager" in modules
@@ -786,6 +886,15 @@ def install(fd: int, folder: str) -> None:
                 suspect("runner-replaced", f"{name} is not the object it was when pytest started")
         if intact:
             snapshot_epoch[0] = epoch
+        if tuple(map(len, namespaces)) != space_values[1] or not all(
+            map(is_, chain(*map(get_values, namespaces)), space_values[0])
+        ):
+            for state in spaces:
+                space, values = state[0], state[1]
+                if len(space) != len(values) or not all(map(is_, space.values(), values)):
+                    namespace_changed(state)
+            space_values[:] = [list(chain(*(state[1] for state in spaces)))]
+            space_values.append(tuple(map(len, namespaces)))
         if not config_box or not intact or None in pluggy_types:
             return
         caller_type, impl_type = pluggy_types
@@ -865,6 +974,64 @@ def install(fd: int, folder: str) -> None:
             for plugin in list(vars(manager).get("_name2plugin", {}).values()):
                 if plugin is not None and id(plugin) not in approved:
                     suspect("plugin-registered", "a plugin registered by the tree")
+
+    def namespace_changed(state: list[Any]) -> None:
+        """Which names of a key module or class were rebound, added or deleted since the
+        last check: each reported (but warnings' registry); the state is the new one."""
+        space, values, names, label, reported = state
+        before = dict(zip(names, values))  # noqa: B905 (strict= is Python 3.10+)
+        for name in list(space):
+            if type(name) is not str:
+                suspect("runner-replaced", f"{label}: a name not a str added")
+                continue
+            was = before.pop(name, missing)
+            if name in MODULE_NOISE or name in reported:
+                continue
+            if name in PYTEST_ADDS and pytests(space.get(name, missing)):
+                continue
+            if was is missing:
+                suspect("runner-replaced", f"{label}.{name} added since pytest started")
+            elif space.get(name, missing) is not was:
+                suspect("runner-replaced", f"{label}.{name} replaced since pytest started")
+        for name in before:
+            if name not in MODULE_NOISE and name not in reported:
+                suspect("runner-replaced", f"{label}.{name} deleted since pytest started")
+        state[1], state[2] = list(space.values()), list(space)
+
+    def pytests(value: Any) -> bool:
+        """Whether `value` is one pytest itself sets (PYTEST_ADDS): True, or a function or
+        property of code in pytest's files."""
+        if value is True:
+            return True
+        code = _code(value)
+        if code is None:
+            return False
+        kind, path = classify(code.co_filename)
+        return kind == "site" and "/_pytest/" in path
+
+    def on_setattr(event: str, args: tuple[Any, ...]) -> None:
+        """A special attribute (``__bases__``, ``__name__``: the only ones of a class CPython
+        audits; the rest are compared at every check) set on a key class, from anywhere
+        outside pytest and the base's tests (through pytest's MonkeyPatch too); a
+        function's code or defaults replaced, by any file of the tree."""
+        if len(args) < 2:
+            return
+        target, name = args[0], _text(args[1])
+        key = key_types.get(id(target))
+        if key is not None and key[0] is target:
+            found = actor(getframe(2), classify, "any", transparent)
+            if found is None or found[0] == "test" or found[3]:
+                return
+            verb = "set" if event == "object.__setattr__" else "deleted"
+            report("runner-replaced", f"{key[1]}.{name}: an attribute of pytest's {verb}", found)
+            return
+        what, detail, _, through, imports, names, _ = rules["object.__setattr__"]
+        if event != "object.__setattr__" or name not in names:
+            return
+        found = actor(getframe(2), classify, through, transparent)
+        if found is None or (found[3] and not imports):
+            return
+        report(what, detail.format(name=name), found)
 
     def on_outcome(args: tuple[Any, ...]) -> None:
         """A skip or an expected failure: whose code raised it. The traceback is walked
@@ -960,6 +1127,9 @@ def install(fd: int, folder: str) -> None:
                 return
             if event == "verifier.outcome":
                 on_outcome(args)
+                return
+            if event == "object.__setattr__" or event == "object.__delattr__":
+                on_setattr(event, args)
                 return
             what, detail, scope, through, imports, names, prefixes = rules[event]
             name = None
