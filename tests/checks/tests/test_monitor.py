@@ -63,11 +63,26 @@ TRIGGERS = {
 }
 # What each must not be confused with: the same module used as honest code uses it.
 HONEST = {
+    # The standard library reading frames for itself (KEEPERS): a caller, a summary, a name.
     "frame-walk": (
-        "import inspect\nimport logging\nimport traceback\n\n"
+        "import asyncio\nimport collections\nimport enum\nimport inspect\nimport io\n"
+        "import logging\nimport traceback\nimport typing\nimport warnings\n\n"
         "logging.getLogger('x').warning('logging finds its caller with a frame')\n"
         "traceback.format_exc()\n"
         "inspect.signature(len)\n"
+        "traceback.extract_stack()\n"
+        "traceback.print_stack(file=io.StringIO())\n"
+        "try:\n    1 / 0\nexcept ZeroDivisionError as exc:\n"
+        "    traceback.TracebackException.from_exception(exc).format()\n"
+        "    logging.getLogger('x').exception('with its traceback')\n"
+        "warnings.warn('a warning', stacklevel=2)\n"
+        "T = typing.TypeVar('T')\n"
+        "N = typing.NamedTuple('N', [('a', int)])\n"
+        "E = enum.Enum('E', 'a b')\n"
+        "Q = collections.namedtuple('Q', 'a b')\n"
+        "inspect.getgeneratorstate(x for x in ())\n\n\n"
+        "async def main():\n    return repr(asyncio.current_task())\n\n\n"
+        "asyncio.run(main())\n"
     ),
     # unittest.mock replaces a `__code__` of its own while it is imported.
     "code-replaced": (
@@ -227,10 +242,20 @@ def test_an_old_line_called_from_a_line_the_session_wrote_is_reported_at_that_li
 
 
 @pytest.mark.parametrize("name", ["__defaults__", "__kwdefaults__"])
-def test_a_functions_defaults_replaced_by_the_tree_are_reported(tmp_path: Path, name: str) -> None:
-    """What a function does with the arguments it is not given (`pytest.approx`'s `abs`)."""
+def test_a_library_functions_defaults_replaced_by_the_tree_are_reported(
+    tmp_path: Path, name: str
+) -> None:
+    """What a library's function does with the arguments it is not given (`pytest.approx`'s
+    `abs`); the tree's own functions' defaults, and namedtuple's, are theirs."""
     value = "(2,)" if name == "__defaults__" else "{'b': 2}"
-    data = run(tmp_path, {"target.py": f"def f(a=1, *, b=1):\n    pass\n\n\nf.{name} = {value}\n"})
+    calc = (
+        "import json\nimport collections\n\n\n"
+        "def f(a=1, *, b=1):\n    pass\n\n\n"
+        f"f.{name} = {value}\n"  # its own function's: not reported
+        "P = collections.namedtuple('P', 'a b', defaults=(0,))\n"  # namedtuple's own
+        f"json.dumps.{name} = {value}\n"  # a library's: reported
+    )
+    data = run(tmp_path, {"target.py": calc})
 
     seen = read_monitor(data)
     assert [(e.what, e.file, e.detail) for e in seen] == [

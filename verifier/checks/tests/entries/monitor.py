@@ -61,8 +61,8 @@ from typing import Any
 # The events reported, as data: each names what it means, whose code it is
 # reported from (`scope`: "code", the tree's non-test code; "tree", any of its
 # files), how far the standard library may pass the call on (`through`: "stdlib",
-# any standard-library frame is the caller's; "direct", only the functions of
-# TRANSPARENT, which hand a frame to their caller), whether it counts when it
+# any standard-library frame is the caller's; "frames", any but those of KEEPERS, which
+# keep the frame they read to themselves; "direct", none), whether it counts when it
 # happens while a module outside the tree is imported (`imports`), and, for
 # some, which arguments count (`names`, `prefixes`, `paths`).
 EVENTS: dict[str, dict[str, Any]] = {
@@ -70,19 +70,19 @@ EVENTS: dict[str, dict[str, Any]] = {
         "what": "frame-walk",
         "detail": "sys._getframe(): a frame of the running stack",
         "scope": "code",
-        "through": "direct",
+        "through": "frames",
     },
     "sys._current_frames": {
         "what": "frame-walk",
         "detail": "sys._current_frames(): the frames of every thread",
         "scope": "code",
-        "through": "direct",
+        "through": "frames",
     },
     "object.__getattr__": {
         "what": "frame-walk",
         "detail": "a frame reached through an object's {name}",
         "scope": "code",
-        "through": "direct",
+        "through": "frames",
         "names": ["tb_frame", "gi_frame", "cr_frame", "ag_frame"],
     },
     "object.__setattr__": {
@@ -90,7 +90,8 @@ EVENTS: dict[str, dict[str, Any]] = {
         "detail": "a function's {name} replaced",
         "scope": "tree",
         "through": "stdlib",
-        # What a function does with the arguments it is given: its code and its defaults.
+        # What a function does with the arguments it is given: its code, and the defaults
+        # of a function not the tree's (`on_setattr`).
         # (An attribute set on, or deleted from, a class of KEY_MODULES is `on_setattr`'s.)
         "names": ["__code__", "__defaults__", "__kwdefaults__"],
         # `unittest.mock` sets `__code__` while it is imported: not the tree's doing.
@@ -237,19 +238,54 @@ OUTCOME = {
     "detail": "{name} raised by the code under test decided a test's outcome",
 }
 
-# Standard-library functions that hand a frame to their caller: the caller is the one who
-# walks frames (`inspect.currentframe()` is `sys._getframe(1)`). Any other library
-# function that takes a frame (logging's, warnings') uses it for itself.
-TRANSPARENT = frozenset(
+# Standard-library functions that read a frame and keep it to themselves (a file name, a
+# line, a module's name, a summary without frames): a frame-walk event raised in one is
+# not its caller's. Any other standard-library function's is: one that hands frames back
+# (`inspect.stack()`, `traceback.walk_tb`, asyncio's `Task.get_stack()`, reading
+# `cr_frame` for its caller) passes the walk on, and one not listed here errs on the
+# side of the caller (an honest caller is then `inconclusive`, not `delivered`).
+KEEPERS = frozenset(
     {
-        ("inspect", "currentframe"),
-        ("inspect", "stack"),
-        ("inspect", "trace"),
-        ("inspect", "getouterframes"),
-        ("inspect", "getinnerframes"),
-        ("traceback", "walk_stack"),
-        ("traceback", "walk_tb"),
-        ("logging/__init__", "<lambda>"),
+        ("inspect", "getfile"),
+        ("inspect", "findsource"),
+        ("inspect", "getsourcelines"),
+        ("inspect", "_get_code_position_from_tb"),
+        ("inspect", "getframeinfo"),
+        ("inspect", "getgeneratorstate"),
+        ("inspect", "getcoroutinestate"),
+        ("traceback", "print_stack"),
+        ("traceback", "format_stack"),
+        ("traceback", "extract_stack"),
+        ("traceback", "clear_frames"),
+        ("traceback", "extract"),  # StackSummary.extract, before Python 3.11
+        ("traceback", "_extract_from_extended_frame_gen"),
+        ("logging/__init__", "findCaller"),
+        ("logging/__init__", "handleError"),
+        ("warnings", "warn"),
+        ("warnings", "_next_external_frame"),
+        ("typing", "_caller"),
+        ("types", "<module>"),
+        ("enum", "_create_"),
+        ("collections/__init__", "namedtuple"),
+        ("subprocess", "_text_encoding"),
+        ("unittest/result", "_is_relevant_tb_level"),
+        ("doctest", "_normalize_module"),
+        ("doctest", "_find_lineno"),
+        ("doctest", "set_trace"),
+        ("bdb", "set_trace"),
+        ("bdb", "set_continue"),
+        ("bdb", "get_stack"),
+        ("pdb", "setup"),
+        ("pdb", "set_trace"),
+        ("dis", "distb"),
+        ("dis", "from_traceback"),
+        ("asyncore", "compact_traceback"),
+        ("asyncio/coroutines", "is_running"),
+        ("asyncio/coroutines", "_format_coroutine"),
+        ("asyncio/format_helpers", "extract_stack"),
+        ("asyncio/events", "__init__"),
+        ("asyncio/futures", "__init__"),
+        ("asyncio/streams", "__init__"),
     }
 )
 MAX_EVENTS = 200
@@ -459,7 +495,7 @@ class Classifier:
         return "unknown", filename
 
 
-def actor(frame: Any, classify: Classifier, through: str, transparent: frozenset[Any]) -> Any:
+def actor(frame: Any, classify: Classifier, through: str, keepers: frozenset[Any]) -> Any:
     """The frame whose code an event is, walking out from `frame` as `through` allows:
     ``(kind, path, line, imported, frame)`` for the tree's code (``tree``, also for
     ``unknown`` code) or tests (``test``), else None. `imported` says a module was
@@ -476,8 +512,12 @@ def actor(frame: Any, classify: Classifier, through: str, transparent: frozenset
             imported = True
         elif through == "any":
             pass  # a class of pytest's changed: whoever it was called by, outside pytest
-        elif kind != "stdlib" or (through == "direct" and (path, code.co_name) not in transparent):
-            return None
+        elif (
+            kind != "stdlib"
+            or through == "direct"
+            or (through == "frames" and (path, code.co_name) in keepers)
+        ):
+            return None  # theirs: not stdlib, or a stdlib frame that does not pass it on
         frame = frame.f_back
     return None
 
@@ -611,7 +651,7 @@ def install(fd: int, folder: str) -> None:
     encode_str: Any = getattr(json.encoder, "c_encode_basestring_ascii", None)
     getcwd, realpath, isabs, join = os.getcwd, os.path.realpath, os.path.isabs, os.path.join
     modules, get_pid, exact_int, module_type = sys.modules, os.getpid, int, types.ModuleType
-    transparent, max_events, missing = TRANSPARENT, MAX_EVENTS, _MISSING
+    keepers, max_events, missing = KEEPERS, MAX_EVENTS, _MISSING
     is_, repeat, chain, dict_get = operator.is_, itertools.repeat, itertools.chain, dict.get
     get_function, get_plugin = operator.attrgetter("function"), operator.attrgetter("plugin")
     get_values = operator.methodcaller("values")
@@ -770,7 +810,7 @@ def install(fd: int, folder: str) -> None:
         if text is None:
             return
         if text == junit or text in channel_paths:
-            found = actor(getframe(2), classify, "stdlib", transparent)
+            found = actor(getframe(2), classify, "stdlib", keepers)
             if found is not None:
                 report(JUNIT["what"], JUNIT["detail"].format(name=text), found)
             return
@@ -780,7 +820,7 @@ def install(fd: int, folder: str) -> None:
             else:
                 hit = text.rstrip("/") in fd_lists
             if hit:
-                found = actor(getframe(2), classify, "stdlib", transparent)
+                found = actor(getframe(2), classify, "stdlib", keepers)
                 if found is not None and found[0] == "tree":
                     what, detail = rules[event][0], rules[event][1]
                     report(what, detail.format(name=text), found)
@@ -800,7 +840,7 @@ def install(fd: int, folder: str) -> None:
                 rel = real[len(prefix) :].replace(os.sep, "/")
         if rel is None or rel not in watch:
             return
-        found = actor(getframe(2), classify, "stdlib", transparent)
+        found = actor(getframe(2), classify, "stdlib", keepers)
         if found is None or found[0] != "test" or found[3]:
             return
         mark = ("data_read", rel, found[1])
@@ -1019,7 +1059,7 @@ def install(fd: int, folder: str) -> None:
         target, name = args[0], _text(args[1])
         key = key_types.get(id(target))
         if key is not None and key[0] is target:
-            found = actor(getframe(2), classify, "any", transparent)
+            found = actor(getframe(2), classify, "any", keepers)
             if found is None or found[0] == "test" or found[3]:
                 return
             verb = "set" if event == "object.__setattr__" else "deleted"
@@ -1028,7 +1068,13 @@ def install(fd: int, folder: str) -> None:
         what, detail, _, through, imports, names, _ = rules["object.__setattr__"]
         if event != "object.__setattr__" or name not in names:
             return
-        found = actor(getframe(2), classify, through, transparent)
+        if name != "__code__":
+            # Defaults: of a function not the tree's own, nor built at run time (namedtuple's
+            # `__new__`, whose defaults `namedtuple(defaults=...)` sets): pytest's, a library's.
+            code = _code(target)
+            if code is None or classify(code.co_filename)[0] in ("tree", "test", "unknown"):
+                return
+        found = actor(getframe(2), classify, through, keepers)
         if found is None or (found[3] and not imports):
             return
         report(what, detail.format(name=name), found)
@@ -1143,7 +1189,7 @@ def install(fd: int, folder: str) -> None:
                     return
             elif event == "os.kill" and (not args or args[0] != get_pid()):
                 return
-            found = actor(getframe(1), classify, through, transparent)
+            found = actor(getframe(1), classify, through, keepers)
             if found is None:
                 return
             if found[0] == "test" and scope != "tree":
