@@ -199,8 +199,7 @@ class GateReads:
         query."""
         found: dict[str, tuple[Any, ...]] = {}
         for column, values in (("session_id", session_ids), ("head_commit", head_commits)):
-            for start in range(0, len(values), per_query):
-                chunk = list(values[start : start + per_query])
+            for chunk in _chunks(values, per_query):
                 where = f"s.{column} IN ({self._dialect.marks(len(chunk))})"
                 self._lines(found, where, chunk)
         for branch in branches:
@@ -212,10 +211,8 @@ class GateReads:
         document is read whole) as SQLAlchemy's JSON type reads it; a run without one
         (or with JSON null there) is left out."""
         found: dict[int, Any] = {}
-        ids = sorted(set(run_ids))
         value = self._dialect.json_at("result", *path)
-        for start in range(0, len(ids), PER_QUERY):
-            chunk = ids[start : start + PER_QUERY]
+        for chunk in _chunks(sorted(set(run_ids))):
             statement = (
                 f"SELECT id, {value} FROM verification_runs "
                 f"WHERE id IN ({self._dialect.marks(len(chunk))})"
@@ -231,9 +228,7 @@ class GateReads:
         `overrides.overrides` orders them), by session id; a session without one is left
         out."""
         found: dict[str, tuple[str, str]] = {}
-        ids = sorted(set(session_ids))
-        for start in range(0, len(ids), PER_QUERY):
-            chunk = ids[start : start + PER_QUERY]
+        for chunk in _chunks(sorted(set(session_ids))):
             statement = (
                 "SELECT session_id, author, reason FROM verdict_overrides "
                 f"WHERE session_id IN ({self._dialect.marks(len(chunk))}) ORDER BY id"
@@ -244,8 +239,7 @@ class GateReads:
 
     def holds_any(self, head_commits: Sequence[str], per_query: int = PER_QUERY) -> bool:
         """Whether any stored session has one of `head_commits` as its head."""
-        for start in range(0, len(head_commits), per_query):
-            chunk = list(head_commits[start : start + per_query])
+        for chunk in _chunks(head_commits, per_query):
             statement = (
                 "SELECT 1 FROM sessions "
                 f"WHERE head_commit IN ({self._dialect.marks(len(chunk))}) LIMIT 1"
@@ -280,7 +274,6 @@ class GateReads:
     def _lines(self, found: dict[str, tuple[Any, ...]], where: str, params: list[Any]) -> None:
         """The sessions `where` keeps that `found` does not hold yet, added to it."""
         lines: dict[str, tuple[Any, ...]] = {}
-        fromisoformat = datetime.fromisoformat
         ranked: dict[str, list[tuple[Any, ...]]] = {}
         for row in self._rows(self._sessions + where, params):
             sid = row[0]
@@ -290,12 +283,7 @@ class GateReads:
                 ranked.setdefault(sid, []).append(row[16:18] + row[11:16])
             if sid not in lines:
                 done, ended, audit = row[7], row[8], row[10]
-                if ended.__class__ is str:  # SQLite's UTC text, as `_moment` reads it
-                    try:
-                        ended = fromisoformat(ended + "+00:00")
-                    except ValueError:
-                        ended = _moment(ended)
-                elif ended is not None:
+                if ended is not None:
                     ended = _moment(ended)
                 lines[sid] = (
                     sid,
@@ -325,8 +313,7 @@ class GateReads:
         """The rank of each check of `run_ids` (`findings.DECIDING_RANK`, as its status
         says) and its position, by run and check name."""
         found: dict[tuple[int, str], tuple[int, int]] = {}
-        for start in range(0, len(run_ids), PER_QUERY):
-            chunk = list(run_ids[start : start + PER_QUERY])
+        for chunk in _chunks(run_ids):
             statement = (
                 "SELECT run_id, check_name, status, ordinal FROM check_results "
                 f"WHERE run_id IN ({self._dialect.marks(len(chunk))})"
@@ -378,6 +365,12 @@ class GateReads:
                 raise
             reason = str(exc).strip() or type(exc).__name__
             raise InfrastructureError(f"database {self._where} cannot be used: {reason}") from exc
+
+
+def _chunks(values: Sequence[Any], size: int = PER_QUERY) -> Iterator[list[Any]]:
+    """`values` in lists of `size` or fewer, in order: one IN list a query."""
+    for start in range(0, len(values), size):
+        yield list(values[start : start + size])
 
 
 def _moment(value: str | datetime) -> datetime:
