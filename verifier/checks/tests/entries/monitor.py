@@ -609,6 +609,12 @@ def _resolve(key: str, modules: dict[str, Any]) -> tuple[Any, str] | None:
     return None if holder is None else (vars(holder[0]), holder[1])
 
 
+def space_state(space: dict[str, Any], label: str, reported: Any) -> list[Any]:
+    """A namespace compared at every check, as `namespace_changed` reads it: [the dict, its
+    values, its names, what it is, its names of KEY_OBJECTS (the snapshot's to report)]."""
+    return [space, list(space.values()), list(space), label, reported]
+
+
 def _holder(key: str, modules: dict[str, Any]) -> tuple[Any, str] | None:
     """``(module or class, name)`` of "module:qualified.name"."""
     module_names, _, qualname = key.partition(":")
@@ -877,19 +883,20 @@ def install(fd: int, folder: str) -> None:
         if type(module) is not module_type:
             continue
         space = vars(module)
-        spaces.append(
-            [space, list(space.values()), list(space), module_name, covered.get(id(module), ())]
-        )
+        spaces.append(space_state(space, module_name, covered.get(id(module), ())))
         if module_name in ("_pytest.approx", "_pytest.python_api"):
             for value in list(space.values()):
                 if isinstance(value, type) and vars(value).get("__module__") == module_name:
                     key_types[id(value)] = (value, f"{module_name}.{value.__qualname__}")
     for cls, label in key_types.values():
-        space = vars(cls)
-        spaces.append([space, list(space.values()), list(space), label, covered.get(id(cls), ())])
+        spaces.append(space_state(vars(cls), label, covered.get(id(cls), ())))
     namespaces = tuple(state[0] for state in spaces)
-    space_values: list[Any] = [list(chain(*(state[1] for state in spaces))), None]
-    space_values[1] = tuple(map(len, namespaces))
+
+    def flat_values() -> list[Any]:
+        """[the values of all `spaces` as last seen, in one list; the size of each]."""
+        return [list(chain(*(state[1] for state in spaces))), tuple(map(len, namespaces))]
+
+    space_values = flat_values()
     manager_type = (
         vars(modules["pluggy._manager"]).get("PluginManager")
         if "pluggy._manager" in modules
@@ -933,8 +940,7 @@ def install(fd: int, folder: str) -> None:
                 space, values = state[0], state[1]
                 if len(space) != len(values) or not all(map(is_, space.values(), values)):
                     namespace_changed(state)
-            space_values[:] = [list(chain(*(state[1] for state in spaces)))]
-            space_values.append(tuple(map(len, namespaces)))
+            space_values[:] = flat_values()
         if not config_box or not intact or None in pluggy_types:
             return
         caller_type, impl_type = pluggy_types
